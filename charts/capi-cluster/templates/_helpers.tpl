@@ -1,0 +1,184 @@
+{{/*
+capi-cluster.checks fails early, naming the values key, on what the templates cannot render.
+*/}}
+{{- define "capi-cluster.checks" -}}
+{{- $p := .Values.cluster.providers -}}
+{{- if not (has $p.bootstrap (list "kubeadm" "rke2")) -}}
+  {{- fail (printf "cluster.providers.bootstrap: unknown provider %q, expected kubeadm or rke2" $p.bootstrap) -}}
+{{- end -}}
+{{- if not (has $p.infrastructure (list "capd" "capo")) -}}
+  {{- fail (printf "cluster.providers.infrastructure: unknown provider %q, expected capd or capo" $p.infrastructure) -}}
+{{- end -}}
+{{- if and (eq $p.infrastructure "capo") (not (dig "openstack" "clouds_yaml" "" (.Values.credentials | default dict))) -}}
+  {{- fail "credentials.openstack.clouds_yaml: required with the capo provider (in secrets.yaml)" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+capi-cluster.infra: apiGroup, kinds and API version of the infrastructure provider's objects.
+*/}}
+{{- define "capi-cluster.infra" -}}
+{{- if eq .Values.cluster.providers.infrastructure "capd" -}}
+{{- dict "apiVersion" "infrastructure.cluster.x-k8s.io/v1beta2" "cluster" "DockerCluster" "template" "DockerMachineTemplate" | toJson -}}
+{{- else -}}
+{{- dict "apiVersion" "infrastructure.cluster.x-k8s.io/v1beta1" "cluster" "OpenStackCluster" "template" "OpenStackMachineTemplate" | toJson -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+capi-cluster.machineSpec: the infrastructure machine spec of a role (control_plane or workers).
+Input: (list $root $role).
+*/}}
+{{- define "capi-cluster.machineSpec" -}}
+{{- $root := index . 0 -}}
+{{- $role := index . 1 -}}
+{{- $c := $root.Values.cluster -}}
+{{- if eq $c.providers.infrastructure "capd" -}}
+{{- dict "customImage" $c.capd.node_image | toJson -}}
+{{- else -}}
+{{- $spec := dict
+      "flavor" (index $c $role).flavor
+      "image" (dict "filter" (dict "name" $c.capo.image_name))
+      "sshKeyName" $c.capo.ssh_key_name -}}
+{{- toJson $spec -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+capi-cluster.templateName: machine templates are immutable, so their name carries a hash of their
+spec: a changed spec is a new template, which the control plane or MachineDeployment rolls out.
+Input: (list $root $role $spec).
+*/}}
+{{- define "capi-cluster.templateName" -}}
+{{- $root := index . 0 -}}
+{{- printf "%s-%s-%s" $root.Values.cluster.name (index . 1) (index . 2 | toJson | sha256sum | trunc 8) -}}
+{{- end -}}
+
+{{/*
+capi-cluster.hostsToml: containerd hosts.toml for one upstream registry and its mirrors. The
+bootstrap CLI writes the same file into the kind cluster (internal/registrymirror); a test keeps
+both identical.
+*/}}
+{{- define "capi-cluster.hostsToml" -}}
+# Written by cluster-init from registry_mirrors.hosts_config.
+{{- range $m := . }}
+
+[host.{{ $m.mirror_url | quote }}]
+  capabilities = [{{ range $i, $c := ($m.capabilities | default (list "pull" "resolve")) }}{{ if $i }}, {{ end }}{{ $c | quote }}{{ end }}]
+{{- if $m.override_path }}
+  override_path = true
+{{- end }}
+{{- if $m.skip_verify }}
+  skip_verify = true
+{{- end }}
+{{- end }}
+{{ end -}}
+
+{{/*
+capi-cluster.noProxy: the user's no_proxy plus what must never go through a proxy in the cluster.
+*/}}
+{{- define "capi-cluster.noProxy" -}}
+{{- $c := .Values.cluster -}}
+{{- $list := list -}}
+{{- if .Values.proxies.no_proxy -}}{{- $list = append $list .Values.proxies.no_proxy -}}{{- end -}}
+{{- $list = concat $list (list "localhost" "127.0.0.1" ".svc" (printf ".%s" ($c.network.service_domain | default "cluster.local")) $c.network.pods_cidr $c.network.services_cidr) -}}
+{{- join "," $list -}}
+{{- end -}}
+
+{{- define "capi-cluster.proxyEnabled" -}}
+{{- if or .Values.proxies.http_proxy .Values.proxies.https_proxy -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+capi-cluster.kubeadmFiles: files every kubeadm machine gets: containerd registry mirrors and
+proxy settings. Output: JSON list of KubeadmConfig files.
+*/}}
+{{- define "capi-cluster.kubeadmFiles" -}}
+{{- $files := list -}}
+{{- range $host := keys .Values.registry_mirrors.hosts_config | sortAlpha -}}
+  {{- $files = append $files (dict "path" (printf "/etc/containerd/certs.d/%s/hosts.toml" $host) "permissions" "0644" "owner" "root:root" "content" (include "capi-cluster.hostsToml" (index $.Values.registry_mirrors.hosts_config $host))) -}}
+{{- end -}}
+{{- if include "capi-cluster.proxyEnabled" . -}}
+  {{- $env := printf "[Service]\nEnvironment=\"HTTP_PROXY=%s\"\nEnvironment=\"HTTPS_PROXY=%s\"\nEnvironment=\"NO_PROXY=%s\"\n" .Values.proxies.http_proxy .Values.proxies.https_proxy (include "capi-cluster.noProxy" .) -}}
+  {{- $files = append $files (dict "path" "/etc/systemd/system/containerd.service.d/http-proxy.conf" "permissions" "0644" "owner" "root:root" "content" $env) -}}
+{{- end -}}
+{{- toJson $files -}}
+{{- end -}}
+
+{{/*
+capi-cluster.kubeadmPreCommands: make containerd read the mirrors (images without a registry
+config_path, such as the kind node image, need it added) and pick up the proxy settings.
+*/}}
+{{- define "capi-cluster.kubeadmPreCommands" -}}
+{{- $cmds := list -}}
+{{- if .Values.registry_mirrors.hosts_config -}}
+  {{- $cmds = append $cmds "grep -q 'config_path' /etc/containerd/config.toml || printf '\\n[plugins.\"io.containerd.grpc.v1.cri\".registry]\\n  config_path = \"/etc/containerd/certs.d\"\\n' >> /etc/containerd/config.toml" -}}
+{{- end -}}
+{{- if or .Values.registry_mirrors.hosts_config (include "capi-cluster.proxyEnabled" .) -}}
+  {{- $cmds = append $cmds "systemctl daemon-reload" -}}
+  {{- $cmds = append $cmds "systemctl restart containerd" -}}
+{{- end -}}
+{{- toJson $cmds -}}
+{{- end -}}
+
+{{/*
+capi-cluster.kubeletArgs: kubelet arguments of every kubeadm machine.
+*/}}
+{{- define "capi-cluster.kubeletArgs" -}}
+{{- $args := list -}}
+{{- if eq .Values.cluster.providers.infrastructure "capd" -}}
+  {{- /* A machine is a container on the host's disk: never evict pods for host disk pressure. */ -}}
+  {{- $args = append $args (dict "name" "eviction-hard" "value" "nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%") -}}
+{{- else -}}
+  {{- $args = append $args (dict "name" "provider-id" "value" "openstack:///{{ v1.instance_id }}") -}}
+{{- end -}}
+{{- toJson $args -}}
+{{- end -}}
+
+{{/*
+capi-cluster.rke2Registries: RKE2 privateRegistriesConfig from the mirrors.
+*/}}
+{{- define "capi-cluster.rke2Registries" -}}
+{{- $mirrors := dict -}}
+{{- range $host, $list := .Values.registry_mirrors.hosts_config -}}
+  {{- $endpoints := list -}}
+  {{- range $m := $list -}}{{- $endpoints = append $endpoints $m.mirror_url -}}{{- end -}}
+  {{- $_ := set $mirrors $host (dict "endpoint" $endpoints) -}}
+{{- end -}}
+{{- toJson (dict "mirrors" $mirrors) -}}
+{{- end -}}
+
+{{/*
+capi-cluster.rke2Files: proxy settings of the rke2 services.
+*/}}
+{{- define "capi-cluster.rke2Files" -}}
+{{- $files := list -}}
+{{- if include "capi-cluster.proxyEnabled" . -}}
+  {{- $env := printf "HTTP_PROXY=%s\nHTTPS_PROXY=%s\nNO_PROXY=%s\n" .Values.proxies.http_proxy .Values.proxies.https_proxy (include "capi-cluster.noProxy" .) -}}
+  {{- range $svc := list "rke2-server" "rke2-agent" -}}
+    {{- $files = append $files (dict "path" (printf "/etc/default/%s" $svc) "permissions" "0644" "owner" "root:root" "content" $env) -}}
+  {{- end -}}
+{{- end -}}
+{{- toJson $files -}}
+{{- end -}}
+
+{{/*
+capi-cluster.workerConfig: the spec of the workers' bootstrap config template (kubeadm or rke2).
+*/}}
+{{- define "capi-cluster.workerConfig" -}}
+{{- if eq .Values.cluster.providers.bootstrap "kubeadm" -}}
+  {{- $files := fromJsonArray (include "capi-cluster.kubeadmFiles" .) -}}
+  {{- $pre := fromJsonArray (include "capi-cluster.kubeadmPreCommands" .) -}}
+  {{- $config := dict "joinConfiguration" (dict "nodeRegistration" (dict "kubeletExtraArgs" (fromJsonArray (include "capi-cluster.kubeletArgs" .)))) -}}
+  {{- if $files }}{{ $_ := set $config "files" $files }}{{ end -}}
+  {{- if $pre }}{{ $_ := set $config "preKubeadmCommands" $pre }}{{ end -}}
+  {{- toJson $config -}}
+{{- else -}}
+  {{- $registries := fromJson (include "capi-cluster.rke2Registries" .) -}}
+  {{- $files := fromJsonArray (include "capi-cluster.rke2Files" .) -}}
+  {{- $config := dict "agentConfig" dict -}}
+  {{- if $registries.mirrors }}{{ $_ := set $config "privateRegistriesConfig" $registries }}{{ end -}}
+  {{- if $files }}{{ $_ := set $config "files" $files }}{{ end -}}
+  {{- toJson $config -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,159 @@
+{{/*
+Errors raised here start with the values key they are about ("units.cni.depends_on.foo: ..."),
+so that the bootstrap CLI can point at the file and line that set it.
+*/}}
+
+{{/*
+cluster-init.tplWalk renders, as a template, every string leaf that contains "{{" in a value
+(map, list or scalar). Input: (list $root $value). Output: JSON {"v": <rendered value>}, because
+named templates can only return strings.
+*/}}
+{{- define "cluster-init.tplWalk" -}}
+{{- $root := index . 0 -}}
+{{- $v := index . 1 -}}
+{{- if kindIs "map" $v -}}
+  {{- $out := dict -}}
+  {{- range $k, $x := $v -}}
+    {{- $_ := set $out $k (fromJson (include "cluster-init.tplWalk" (list $root $x))).v -}}
+  {{- end -}}
+  {{- dict "v" $out | toJson -}}
+{{- else if kindIs "slice" $v -}}
+  {{- $out := list -}}
+  {{- range $x := $v -}}
+    {{- $out = append $out (fromJson (include "cluster-init.tplWalk" (list $root $x))).v -}}
+  {{- end -}}
+  {{- dict "v" $out | toJson -}}
+{{- else if and (kindIs "string" $v) (contains "{{" $v) -}}
+  {{- dict "v" (tpl $v $root) | toJson -}}
+{{- else -}}
+  {{- dict "v" $v | toJson -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+cluster-init.condition evaluates a bool-or-template field. Input: (list $root $value $key).
+Output: JSON {"value": bool, "template": "<template or empty>"}.
+*/}}
+{{- define "cluster-init.condition" -}}
+{{- $root := index . 0 -}}
+{{- $v := index . 1 -}}
+{{- $key := index . 2 -}}
+{{- if kindIs "bool" $v -}}
+  {{- dict "value" $v "template" "" | toJson -}}
+{{- else if kindIs "string" $v -}}
+  {{- $out := tpl $v $root | trim -}}
+  {{- if not (has $out (list "true" "false")) -}}
+    {{- fail (printf "%s: template %q rendered %q, expected true or false" $key $v $out) -}}
+  {{- end -}}
+  {{- dict "value" (eq $out "true") "template" $v | toJson -}}
+{{- else -}}
+  {{- fail (printf "%s: expected a bool or a template string, got %s" $key (kindOf $v)) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+cluster-init.unitState tells whether a unit renders in this release and why.
+Input: (list $root $name). Output: JSON {"enabled": bool, "reason": string}.
+*/}}
+{{- define "cluster-init.unitState" -}}
+{{- $root := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- $unit := index $root.Values.units $name -}}
+{{- $contexts := $unit.contexts | default (list "bootstrap" "management" "workload") -}}
+{{- if not (has $root.Values.context $contexts) -}}
+  {{- dict "enabled" false "reason" (printf "not in context %s (contexts: %s)" $root.Values.context (join ", " $contexts)) | toJson -}}
+{{- else if not (hasKey $unit "enabled") -}}
+  {{- dict "enabled" true "reason" "enabled by default" | toJson -}}
+{{- else -}}
+  {{- $c := fromJson (include "cluster-init.condition" (list $root $unit.enabled (printf "units.%s.enabled" $name))) -}}
+  {{- if $c.template -}}
+    {{- dict "enabled" $c.value "reason" (printf "enabled: %s is %t" $c.template $c.value) | toJson -}}
+  {{- else -}}
+    {{- dict "enabled" $c.value "reason" (printf "enabled: %t" $c.value) | toJson -}}
+  {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+cluster-init.unitEnabled: "true" or "false", for use in other units' templates, e.g.
+  enabled: '{{ include "cluster-init.unitEnabled" (list . "cluster") }}'
+*/}}
+{{- define "cluster-init.unitEnabled" -}}
+{{- $root := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- if not (hasKey $root.Values.units $name) -}}
+  {{- fail (printf "cluster-init.unitEnabled: unknown unit %q" $name) -}}
+{{- end -}}
+{{- (fromJson (include "cluster-init.unitState" (list $root $name))).enabled -}}
+{{- end -}}
+
+{{/*
+cluster-init.sourceKind: the Flux kind of a source entry (git -> GitRepository, oci -> OCIRepository).
+Input: (list $source $key).
+*/}}
+{{- define "cluster-init.sourceKind" -}}
+{{- $source := index . 0 -}}
+{{- $key := index . 1 -}}
+{{- if eq $source.type "git" -}}GitRepository
+{{- else if eq $source.type "oci" -}}OCIRepository
+{{- else -}}{{- fail (printf "%s.type: unknown source type %q, expected git or oci" $key $source.type) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+cluster-init.repo returns the source entry a unit reads from, with its Flux name.
+Input: (list $root $unitName $unit). Output: JSON {"name", "key", "source"}.
+*/}}
+{{- define "cluster-init.repo" -}}
+{{- $root := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- $unit := index . 2 -}}
+{{- $repo := $unit.repo | default "cluster-init" -}}
+{{- if eq $repo "cluster-init" -}}
+  {{- dict "name" "cluster-init" "key" "source" "source" $root.Values.source | toJson -}}
+{{- else if hasKey $root.Values.repositories $repo -}}
+  {{- dict "name" $repo "key" (printf "repositories.%s" $repo) "source" (index $root.Values.repositories $repo) | toJson -}}
+{{- else -}}
+  {{- fail (printf "units.%s.repo: unknown repository %q (known: cluster-init%s)" $name $repo (include "cluster-init.prefixedKeys" $root.Values.repositories)) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "cluster-init.prefixedKeys" -}}
+{{- range $k := keys . | sortAlpha -}}, {{ $k }}{{- end -}}
+{{- end -}}
+
+{{/*
+cluster-init.sourceSpec: the spec of a Flux source object for a source entry.
+Input: (list $source $urlSuffix). OCI artifacts live under <url>/<suffix>.
+*/}}
+{{- define "cluster-init.sourceSpec" -}}
+{{- $source := index . 0 -}}
+{{- $suffix := index . 1 -}}
+{{- $spec := dict "interval" ($source.interval | default "5m") -}}
+{{- if eq $source.type "oci" -}}
+  {{- $_ := set $spec "url" (printf "%s/%s" (trimSuffix "/" $source.url) $suffix) -}}
+  {{- $_ := set $spec "ref" $source.ref -}}
+  {{- if $source.insecure -}}{{- $_ := set $spec "insecure" true -}}{{- end -}}
+{{- else -}}
+  {{- $_ := set $spec "url" $source.url -}}
+  {{- $_ := set $spec "ref" $source.ref -}}
+{{- end -}}
+{{- if $source.secret_ref -}}{{- $_ := set $spec "secretRef" (dict "name" $source.secret_ref) -}}{{- end -}}
+{{- toJson $spec -}}
+{{- end -}}
+
+{{/*
+cluster-init.chartSourceName: name of the OCIRepository holding a chart of an OCI source.
+Input: (list $repoName $chartPath).
+*/}}
+{{- define "cluster-init.chartSourceName" -}}
+{{- printf "%s-chart-%s" (index . 0) (base (index . 1)) -}}
+{{- end -}}
+
+{{/*
+cluster-init.labels: the labels of every object the chart renders for a unit.
+*/}}
+{{- define "cluster-init.labels" -}}
+app.kubernetes.io/part-of: cluster-init
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}

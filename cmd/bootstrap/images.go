@@ -1,0 +1,76 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"cluster-init.dev/cluster-init/internal/images"
+	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/validate"
+)
+
+func newImagesCommand(g *globals) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "images ENV",
+		Short: "List every container image the environment makes clusters pull",
+		Long: `List every container image the environment makes clusters pull, in all the contexts it runs
+in: the images of every pod template, the kind node image of the bootstrap cluster and the node
+image of CAPD machines.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			w, err := g.open(args[0])
+			if err != nil {
+				return err
+			}
+			var objs []*unstructured.Unstructured
+			var uses []images.Use
+			for _, t := range validate.Targets(w.env) {
+				opts := w.renderOptions(t.Context)
+				opts.Overrides = t.Overrides
+				res, err := render.Render(cmd.Context(), opts)
+				if err != nil {
+					return err
+				}
+				for _, o := range res.Objects {
+					objs = append(objs, o.Object)
+				}
+				uses = addNodeImages(uses, t.Context, res.Values)
+			}
+			for _, u := range images.FromObjects(objs) {
+				for _, user := range u.Users {
+					uses = images.Add(uses, u.Image, user)
+				}
+			}
+			for _, u := range uses {
+				if output == "wide" {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", u.Image, strings.Join(u.Users, ", "))
+				} else {
+					fmt.Fprintln(cmd.OutOrStdout(), u.Image)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "wide: also print what uses each image")
+	return cmd
+}
+
+// addNodeImages adds the images machines are made of, which no pod template names.
+func addNodeImages(uses []images.Use, context string, vals map[string]any) []images.Use {
+	if context == render.ContextBootstrap {
+		if img, _, _ := unstructured.NestedString(vals, "bootstrap_cluster", "node_image"); img != "" {
+			uses = images.Add(uses, img, "kind bootstrap cluster nodes")
+		}
+	}
+	infra, _, _ := unstructured.NestedString(vals, "cluster", "providers", "infrastructure")
+	if infra == "capd" {
+		if img, _, _ := unstructured.NestedString(vals, "cluster", "capd", "node_image"); img != "" {
+			uses = images.Add(uses, img, "CAPD machines")
+		}
+	}
+	return uses
+}

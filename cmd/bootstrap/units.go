@@ -1,0 +1,42 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"cluster-init.dev/cluster-init/internal/render"
+)
+
+func newUnitsCommand(g *globals) *cobra.Command {
+	var context, output string
+	cmd := &cobra.Command{
+		Use:   "units ENV",
+		Short: "Show the unit graph: what is enabled and why, dependencies, critical path",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			w, err := g.open(args[0])
+			if err != nil {
+				return err
+			}
+			opts := w.renderOptions(context)
+			res, err := render.Render(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			switch output {
+			case "tree":
+				return res.Graph.WriteTree(cmd.OutOrStdout(), fmt.Sprintf("%s, context %s", w.env.Name, opts.Context))
+			case "mermaid":
+				return res.Graph.WriteMermaid(cmd.OutOrStdout())
+			case "json":
+				return res.Graph.WriteJSON(cmd.OutOrStdout())
+			default:
+				return fmt.Errorf("-o: unknown output %q, expected tree, mermaid or json", output)
+			}
+		},
+	}
+	cmd.Flags().StringVar(&context, "context", "", "bootstrap, management or workload (default: workload for workload-clusters/*, else bootstrap)")
+	cmd.Flags().StringVarP(&output, "output", "o", "tree", "tree, mermaid or json")
+	return cmd
+}

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"cluster-init.dev/cluster-init/internal/validate"
+)
+
+func newValidateCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate ENV",
+		Short: "Check the environment offline: values, unit graph, builds and object schemas",
+		Long: `Check the environment offline in every context it runs in (bootstrap, then management before
+and after the pivot; or workload): its values against the chart's values.schema.json, the unit
+graph, the build of every enabled unit, and every resulting object against the schemas of the
+vendored components. Exits non-zero with every problem, each naming its file and key.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			w, err := g.open(args[0])
+			if err != nil {
+				return err
+			}
+			reports, err := validate.Environment(cmd.Context(), w.root, w.env, w.pins["KUBERNETES_VERSION"])
+			for _, r := range reports {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s: %d units, %d objects valid\n", w.env.Name, r.Target, r.Units, r.Objects)
+			}
+			if err != nil {
+				return fmt.Errorf("environment %s is invalid:\n%w", w.env.Name, err)
+			}
+			return nil
+		},
+	}
+}

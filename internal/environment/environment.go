@@ -1,0 +1,233 @@
+// Package environment loads an environment-values directory: its kustomization is built with
+// kustomize (as Flux would), giving the ConfigMap of the environment values and the Secret of its
+// secrets that the cluster-init HelmRelease reads, and their content as values layers that
+// remember their source file.
+package environment
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/fluxcd/pkg/ssa/utils"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/api/konfig"
+	"sigs.k8s.io/kustomize/api/krusty"
+	kustypes "sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"cluster-init.dev/cluster-init/internal/values"
+)
+
+// The objects an environment must produce, and the keys holding the values.
+const (
+	Namespace     = "cluster-init"
+	ValuesName    = "cluster-init-values"
+	ValuesKey     = "values.yaml"
+	SecretsName   = "cluster-init-secrets"
+	SecretsKey    = "secrets.yaml"
+	CredentialKey = "credentials"
+	// Dir is where environments live in the repository.
+	Dir = "environment-values"
+)
+
+// Environment is a built environment-values directory.
+type Environment struct {
+	// Name is the environment's path below environment-values/ (or the directory given).
+	Name string
+	// Dir is the absolute directory.
+	Dir string
+	// Values and Secrets are the objects to apply; Secrets holds secret data.
+	Values  *unstructured.Unstructured
+	Secrets *unstructured.Unstructured
+	// Layers: the environment values, then the secrets.
+	Layers []values.Layer
+}
+
+// Workload tells whether the environment describes a workload cluster.
+func (e *Environment) Workload() bool {
+	return strings.HasPrefix(filepath.ToSlash(e.Name), "workload-clusters/")
+}
+
+// Resolve finds an environment by name (a directory of environment-values/) or path.
+func Resolve(repoRoot, nameOrPath string) (name, dir string, err error) {
+	candidates := []string{filepath.Join(repoRoot, Dir, nameOrPath)}
+	if filepath.IsAbs(nameOrPath) || strings.HasPrefix(nameOrPath, ".") {
+		candidates = append([]string{nameOrPath}, candidates...)
+	}
+	for _, c := range candidates {
+		if st, err := os.Stat(c); err == nil && st.IsDir() {
+			abs, err := filepath.Abs(c)
+			if err != nil {
+				return "", "", err
+			}
+			base := filepath.Join(repoRoot, Dir)
+			if rel, err := filepath.Rel(base, abs); err == nil && !strings.HasPrefix(rel, "..") {
+				return filepath.ToSlash(rel), abs, nil
+			}
+			return abs, abs, nil
+		}
+	}
+	known, _ := List(repoRoot)
+	return "", "", fmt.Errorf("environment %q: no directory %s (environments: %s)", nameOrPath, filepath.Join(Dir, nameOrPath), strings.Join(known, ", "))
+}
+
+// List returns the environments of the repository (directories with a kustomization.yaml).
+func List(repoRoot string) ([]string, error) {
+	base := filepath.Join(repoRoot, Dir)
+	var out []string
+	err := filepath.WalkDir(base, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && d.Name() == konfig.DefaultKustomizationFileName() {
+			rel, _ := filepath.Rel(base, filepath.Dir(path))
+			out = append(out, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	sort.Strings(out)
+	return out, err
+}
+
+// Load builds the environment in dir. display turns a path into what messages show (usually
+// relative to the repository).
+func Load(name, dir string, display func(string) string) (*Environment, error) {
+	kfile := filepath.Join(dir, konfig.DefaultKustomizationFileName())
+	if _, err := os.Stat(kfile); err != nil {
+		return nil, fmt.Errorf("%s: missing: an environment is a kustomization with a configMapGenerator %s (file %s) and a secretGenerator %s (file %s)",
+			display(kfile), ValuesName, ValuesKey, SecretsName, SecretsKey)
+	}
+	// Files of a generator may live outside the environment (shared values), as Flux allows.
+	opts := krusty.MakeDefaultOptions()
+	opts.LoadRestrictions = kustypes.LoadRestrictionsNone
+	resMap, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s: kustomize build: %w", display(kfile), err)
+	}
+	data, err := resMap.AsYaml()
+	if err != nil {
+		return nil, fmt.Errorf("%s: kustomize build: %w", display(kfile), err)
+	}
+	objs, err := utils.ReadObjects(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("%s: kustomize build: %w", display(kfile), err)
+	}
+
+	env := &Environment{Name: name, Dir: dir}
+	for _, o := range objs {
+		switch {
+		case o.GetKind() == "ConfigMap" && o.GetName() == ValuesName:
+			env.Values = o
+		case o.GetKind() == "Secret" && o.GetName() == SecretsName:
+			env.Secrets = o
+		default:
+			return nil, fmt.Errorf("%s: builds %s %s, expected only the ConfigMap %s and the Secret %s",
+				display(kfile), o.GetKind(), o.GetName(), ValuesName, SecretsName)
+		}
+	}
+	if env.Values == nil {
+		return nil, fmt.Errorf("%s: no configMapGenerator named %s (with the file %s)", display(kfile), ValuesName, ValuesKey)
+	}
+	if env.Secrets == nil {
+		return nil, fmt.Errorf("%s: no secretGenerator named %s (with the file %s)", display(kfile), SecretsName, SecretsKey)
+	}
+	for _, o := range []*unstructured.Unstructured{env.Values, env.Secrets} {
+		if ns := o.GetNamespace(); ns != "" && ns != Namespace {
+			return nil, fmt.Errorf("%s: %s %s is in namespace %q, expected %s", display(kfile), o.GetKind(), o.GetName(), ns, Namespace)
+		}
+		o.SetNamespace(Namespace)
+	}
+
+	sources := generatorFiles(kfile)
+	valuesText, ok, _ := unstructured.NestedString(env.Values.Object, "data", ValuesKey)
+	if !ok {
+		return nil, fmt.Errorf("%s: ConfigMap %s has no key %s", display(kfile), ValuesName, ValuesKey)
+	}
+	secretsB64, ok, _ := unstructured.NestedString(env.Secrets.Object, "data", SecretsKey)
+	if !ok {
+		return nil, fmt.Errorf("%s: Secret %s has no key %s", display(kfile), SecretsName, SecretsKey)
+	}
+	secretsText, err := base64.StdEncoding.DecodeString(secretsB64)
+	if err != nil {
+		return nil, fmt.Errorf("%s: Secret %s key %s: %w", display(kfile), SecretsName, SecretsKey, err)
+	}
+
+	valuesFile := display(sourceFile(dir, sources, ValuesName, ValuesKey))
+	secretsFile := display(sourceFile(dir, sources, SecretsName, SecretsKey))
+	vl, err := values.ParseLayer(valuesFile, []byte(valuesText), false)
+	if err != nil {
+		return nil, err
+	}
+	sl, err := values.ParseLayer(secretsFile, secretsText, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSecretSplit(vl, sl); err != nil {
+		return nil, err
+	}
+	env.Layers = []values.Layer{vl, sl}
+	return env, nil
+}
+
+// checkSecretSplit keeps secrets and values apart: credentials only in the secrets file (so that
+// they are only ever stored in a Secret), and nothing else there.
+func checkSecretSplit(vl, sl values.Layer) error {
+	if line, ok := vl.Has([]string{CredentialKey}); ok {
+		return fmt.Errorf("%s:%d: %s: secret values belong in the secrets file (%s), which is stored as a Secret", vl.File, line, CredentialKey, sl.File)
+	}
+	var extra []string
+	for k := range sl.Data {
+		if k != CredentialKey {
+			extra = append(extra, k)
+		}
+	}
+	sort.Strings(extra)
+	if len(extra) > 0 {
+		line, _ := sl.Has([]string{extra[0]})
+		return fmt.Errorf("%s:%d: %s: only %s belongs in the secrets file; move other keys to %s", sl.File, line, extra[0], CredentialKey, vl.File)
+	}
+	return nil
+}
+
+// generatorFiles maps "generator name/data key" to the file of the environment's own
+// kustomization that provides it.
+func generatorFiles(kfile string) map[string]string {
+	out := map[string]string{}
+	data, err := os.ReadFile(kfile)
+	if err != nil {
+		return out
+	}
+	var k kustypes.Kustomization
+	if err := yaml.Unmarshal(data, &k); err != nil {
+		return out
+	}
+	add := func(name string, files []string) {
+		for _, f := range files {
+			key, path, found := strings.Cut(f, "=")
+			if !found {
+				path, key = key, filepath.Base(key)
+			}
+			out[name+"/"+key] = path
+		}
+	}
+	for _, g := range k.ConfigMapGenerator {
+		add(g.Name, g.FileSources)
+	}
+	for _, g := range k.SecretGenerator {
+		add(g.Name, g.FileSources)
+	}
+	return out
+}
+
+func sourceFile(dir string, sources map[string]string, name, key string) string {
+	if p, ok := sources[name+"/"+key]; ok {
+		return filepath.Join(dir, p)
+	}
+	return filepath.Join(dir, fmt.Sprintf("(%s %s)", name, key))
+}

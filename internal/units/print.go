@@ -1,0 +1,153 @@
+package units
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+func depth(*Unit) float64 { return 1 }
+
+// WriteTree prints the enabled units as a tree: each unit under the last of its dependencies to
+// be ready (the others are listed after it), then the disabled units and why, then the critical
+// path.
+func (g *Graph) WriteTree(w io.Writer, title string) error {
+	pos := map[string]int{}
+	for i, n := range g.Order {
+		pos[n] = i
+	}
+	parent := map[string]string{}
+	children := map[string][]string{}
+	var roots []string
+	for _, n := range g.Order {
+		deps := g.Units[n].DependsOn
+		if len(deps) == 0 {
+			roots = append(roots, n)
+			continue
+		}
+		p := deps[0]
+		for _, d := range deps {
+			if pos[d] > pos[p] {
+				p = d
+			}
+		}
+		parent[n] = p
+		children[p] = append(children[p], n)
+	}
+
+	type line struct {
+		label string
+		unit  *Unit
+		also  []string
+	}
+	var lines []line
+	var walk func(n, prefix string, last, top bool)
+	walk = func(n, prefix string, last, top bool) {
+		branch, next := "├── ", "│   "
+		if last {
+			branch, next = "└── ", "    "
+		}
+		if top {
+			branch, next = "", ""
+		}
+		u := g.Units[n]
+		var also []string
+		for _, d := range u.DependsOn {
+			if d != parent[n] {
+				also = append(also, d)
+			}
+		}
+		lines = append(lines, line{prefix + branch + n, u, also})
+		kids := children[n]
+		for i, c := range kids {
+			walk(c, prefix+next, i == len(kids)-1, false)
+		}
+	}
+	for _, r := range roots {
+		walk(r, "", true, true)
+	}
+	width := 0
+	for _, l := range lines {
+		width = max(width, len([]rune(l.label)))
+	}
+	fmt.Fprintf(w, "%s: %d units enabled, %d disabled\n\n", title, len(g.Order), len(g.Units)-len(g.Order))
+	for _, l := range lines {
+		extra := ""
+		if len(l.also) > 0 {
+			extra += " (also needs " + strings.Join(l.also, ", ") + ")"
+		}
+		if l.unit.Kubeconfig {
+			extra += " [applied into the new cluster]"
+		}
+		pad := strings.Repeat(" ", width-len([]rune(l.label))+2)
+		fmt.Fprintf(w, "%s%s%-4s %s%s\n", l.label, pad, l.unit.Timeout, l.unit.Description, extra)
+	}
+
+	var disabled []string
+	for _, n := range g.Names() {
+		if !g.Units[n].Enabled {
+			disabled = append(disabled, n)
+		}
+	}
+	if len(disabled) > 0 {
+		dw := 0
+		for _, n := range disabled {
+			dw = max(dw, len(n))
+		}
+		fmt.Fprintf(w, "\ndisabled:\n")
+		for _, n := range disabled {
+			fmt.Fprintf(w, "  %-*s  %s\n", dw, n, g.Units[n].Reason)
+		}
+	}
+	if cp := g.CriticalPath(depth); len(cp) > 0 {
+		fmt.Fprintf(w, "\ncritical path (longest dependency chain, %d units): %s\n", len(cp), strings.Join(cp, " → "))
+	}
+	return nil
+}
+
+// WriteMermaid prints the graph as a Mermaid flowchart: an arrow from each dependency to the unit
+// that waits for it, the critical path in bold, disabled units dashed and unconnected.
+func (g *Graph) WriteMermaid(w io.Writer) error {
+	critical := map[string]bool{}
+	cp := g.CriticalPath(depth)
+	for i := 1; i < len(cp); i++ {
+		critical[cp[i-1]+">"+cp[i]] = true
+	}
+	id := func(n string) string { return strings.ReplaceAll(n, "-", "_") }
+	fmt.Fprintln(w, "flowchart TD")
+	for _, n := range g.Names() {
+		u := g.Units[n]
+		fmt.Fprintf(w, "  %s[\"%s\"]\n", id(n), n)
+		if !u.Enabled {
+			fmt.Fprintf(w, "  class %s disabled\n", id(n))
+		}
+	}
+	for _, n := range g.Order {
+		deps := append([]string{}, g.Units[n].DependsOn...)
+		sort.Strings(deps)
+		for _, d := range deps {
+			arrow := "-->"
+			if critical[d+">"+n] {
+				arrow = "==>"
+			}
+			fmt.Fprintf(w, "  %s %s %s\n", id(d), arrow, id(n))
+		}
+	}
+	fmt.Fprintln(w, "  classDef disabled stroke-dasharray: 5 5,color:#888")
+	return nil
+}
+
+// WriteJSON prints the graph and its critical path.
+func (g *Graph) WriteJSON(w io.Writer) error {
+	out := struct {
+		Context      string           `json:"context"`
+		Units        map[string]*Unit `json:"units"`
+		Order        []string         `json:"order"`
+		CriticalPath []string         `json:"critical_path"`
+	}{g.Context, g.Units, g.Order, g.CriticalPath(depth)}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

@@ -1,0 +1,138 @@
+// Package validate checks an environment offline, in every context it runs in: its values against
+// the umbrella chart's schema, the chart's own checks (unit graph, providers), the build of every
+// enabled unit, and every resulting object against the schemas of the vendored components.
+package validate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/fluxcd/pkg/ssa/utils"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"cluster-init.dev/cluster-init/internal/environment"
+	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/schemas"
+	"cluster-init.dev/cluster-init/internal/values"
+)
+
+// Target is one way an environment is rendered.
+type Target struct {
+	Name      string
+	Context   string
+	Overrides []values.Layer
+}
+
+// Targets are the releases an environment becomes: a management cluster's environment runs in
+// the bootstrap cluster, then in the management cluster before and after the pivot; a workload
+// cluster's runs in the workload context.
+func Targets(env *environment.Environment) []Target {
+	if env.Workload() {
+		return []Target{{Name: render.ContextWorkload, Context: render.ContextWorkload}}
+	}
+	return []Target{
+		{Name: render.ContextBootstrap, Context: render.ContextBootstrap},
+		{Name: "management (before pivot)", Context: render.ContextManagement},
+		{Name: "management (after pivot)", Context: render.ContextManagement,
+			Overrides: []values.Layer{values.FromMap("(state after the pivot)", map[string]any{"self_managed": true})}},
+	}
+}
+
+// Report sums up one validated target.
+type Report struct {
+	Target  string
+	Units   int
+	Objects int
+}
+
+// Environment validates env in each of its targets. The error lists every problem found.
+func Environment(ctx context.Context, repoRoot string, env *environment.Environment, kubeVersion string) ([]Report, error) {
+	validator, err := schemas.New()
+	if err != nil {
+		return nil, err
+	}
+	crds, err := VendoredObjects(repoRoot)
+	if err != nil {
+		return nil, err
+	}
+	if err := validator.AddCRDs(crds); err != nil {
+		return nil, fmt.Errorf("vendored CRDs: %w", err)
+	}
+
+	var reports []Report
+	var problems []string
+	for _, t := range Targets(env) {
+		res, err := render.Render(ctx, render.Options{RepoRoot: repoRoot, Env: env, Context: t.Context, Overrides: t.Overrides, KubeVersion: kubeVersion})
+		if err != nil {
+			var ps values.Problems
+			if errors.As(err, &ps) {
+				// Values problems are the same in every target: report them once.
+				return reports, err
+			}
+			problems = append(problems, fmt.Sprintf("%s: %v", t.Name, err))
+			continue
+		}
+		var objs []*unstructured.Unstructured
+		for _, o := range res.Objects {
+			objs = append(objs, o.Object)
+		}
+		if err := validator.AddCRDs(objs); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", t.Name, err))
+		}
+		for _, o := range res.Objects {
+			for _, e := range validator.Validate(ctx, o.Object) {
+				problems = append(problems, fmt.Sprintf("%s: %s: %s: %v", t.Name, describe(o), objectName(o.Object), e))
+			}
+		}
+		reports = append(reports, Report{Target: t.Name, Units: len(res.Graph.Order), Objects: len(res.Objects)})
+	}
+	if len(problems) > 0 {
+		return reports, errors.New(strings.Join(problems, "\n"))
+	}
+	return reports, nil
+}
+
+func describe(o render.Object) string {
+	if o.Unit != "" {
+		return "unit " + o.Unit + " (" + o.Origin + ")"
+	}
+	return o.Origin
+}
+
+func objectName(o *unstructured.Unstructured) string {
+	if ns := o.GetNamespace(); ns != "" {
+		return fmt.Sprintf("%s %s/%s", o.GetKind(), ns, o.GetName())
+	}
+	return fmt.Sprintf("%s %s", o.GetKind(), o.GetName())
+}
+
+// VendoredObjects reads every vendored upstream manifest (kustomize-components/*/upstream/).
+func VendoredObjects(repoRoot string) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	root := filepath.Join(repoRoot, "kustomize-components")
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || filepath.Base(filepath.Dir(path)) != "upstream" || !strings.HasSuffix(path, ".yaml") {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		objs, err := utils.ReadObjects(bytes.NewReader(data))
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, objs...)
+		return nil
+	})
+	return out, err
+}

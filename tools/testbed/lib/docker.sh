@@ -1,0 +1,177 @@
+# shellcheck shell=bash
+# Docker engine, sandbox detection and fixes, cached image builds.
+
+# ---------------------------------------------------------------------------------------
+# Engine.
+
+# docker_start: start dockerd in the background unless an engine answers already.
+docker_start() {
+  if docker info >/dev/null 2>&1; then return 0; fi
+  [[ -x /usr/sbin/dockerd ]] || die "no docker engine running and /usr/sbin/dockerd not found"
+  mkdir -p "$CACHE/logs"
+  log "starting dockerd (log: $CACHE/logs/dockerd.log)"
+  nohup /usr/sbin/dockerd >>"$CACHE/logs/dockerd.log" 2>&1 </dev/null &
+  local i
+  for ((i = 0; i < 60; i++)); do
+    if docker info >/dev/null 2>&1; then return 0; fi
+    sleep 1
+  done
+  tail -n 20 "$CACHE/logs/dockerd.log" >&2
+  die "dockerd did not come up within 60s"
+}
+
+# ---------------------------------------------------------------------------------------
+# Sandbox detection. Each fix is applied only when the host needs it, and the detected
+# state is part of the cache key of what it changes (SANDBOX_FINGERPRINT).
+
+# sandbox_detect: set
+#   SANDBOX_MISSING_CAPS   capabilities absent from our bounding set (space separated)
+#   SANDBOX_OOM_RESTRICT   true when CAP_SYS_RESOURCE is missing: containerd in the node must
+#                          not set negative oom_score_adj (restrict_oom_score_adj = true)
+#   SANDBOX_CGROUP_V1      true on cgroup v1 hosts: kubelet >= 1.35 refuses cgroup v1 unless
+#                          started with --fail-cgroupv1=false
+#   SANDBOX_NOFILE_HARD    hard open-files limit
+#   SANDBOX_HAPROXY_CLAMP  true when that limit is too low for the "maxconn 100000" that
+#                          CAPD writes into its load balancer config (haproxy needs about two
+#                          descriptors per connection and may not raise the hard limit)
+#   SANDBOX_FINGERPRINT    all of the above as one string
+sandbox_detect() {
+  local names=(CAP_CHOWN CAP_DAC_OVERRIDE CAP_DAC_READ_SEARCH CAP_FOWNER CAP_FSETID CAP_KILL
+    CAP_SETGID CAP_SETUID CAP_SETPCAP CAP_LINUX_IMMUTABLE CAP_NET_BIND_SERVICE CAP_NET_BROADCAST
+    CAP_NET_ADMIN CAP_NET_RAW CAP_IPC_LOCK CAP_IPC_OWNER CAP_SYS_MODULE CAP_SYS_RAWIO
+    CAP_SYS_CHROOT CAP_SYS_PTRACE CAP_SYS_PACCT CAP_SYS_ADMIN CAP_SYS_BOOT CAP_SYS_NICE
+    CAP_SYS_RESOURCE CAP_SYS_TIME CAP_SYS_TTY_CONFIG CAP_MKNOD CAP_LEASE CAP_AUDIT_WRITE
+    CAP_AUDIT_CONTROL CAP_SETFCAP CAP_MAC_OVERRIDE CAP_MAC_ADMIN CAP_SYSLOG CAP_WAKE_ALARM
+    CAP_BLOCK_SUSPEND CAP_AUDIT_READ CAP_PERFMON CAP_BPF CAP_CHECKPOINT_RESTORE)
+  local last bnd i missing=()
+  last=$(cat /proc/sys/kernel/cap_last_cap)
+  bnd=$((16#$(awk '/^CapBnd/ { print $2 }' /proc/self/status)))
+  for ((i = 0; i <= last && i < ${#names[@]}; i++)); do
+    (((bnd >> i) & 1)) || missing+=("${names[$i]}")
+  done
+  SANDBOX_MISSING_CAPS=${missing[*]:-}
+  SANDBOX_OOM_RESTRICT=false
+  [[ " $SANDBOX_MISSING_CAPS " != *" CAP_SYS_RESOURCE "* ]] || SANDBOX_OOM_RESTRICT=true
+  SANDBOX_CGROUP_V1=false
+  [[ -f /sys/fs/cgroup/cgroup.controllers ]] || SANDBOX_CGROUP_V1=true
+  SANDBOX_NOFILE_HARD=$(ulimit -Hn)
+  SANDBOX_HAPROXY_CLAMP=false
+  if [[ $SANDBOX_NOFILE_HARD != unlimited ]] && ((SANDBOX_NOFILE_HARD < 2 * 100000 + 1000)); then
+    SANDBOX_HAPROXY_CLAMP=true
+  fi
+  SANDBOX_FINGERPRINT="missing-caps=${SANDBOX_MISSING_CAPS// /,} oom-restrict=$SANDBOX_OOM_RESTRICT cgroup-v1=$SANDBOX_CGROUP_V1 haproxy-clamp=$SANDBOX_HAPROXY_CLAMP"
+  log "sandbox: $SANDBOX_FINGERPRINT (hard nofile $SANDBOX_NOFILE_HARD)"
+}
+
+# docker_capfix: on hosts with missing capabilities, make runc-capfix Docker's default
+# runtime (see lib/runc-capfix). The wrapper lives in the cache; only daemon.json is
+# touched in /etc, merged with what is there, and dockerd reloads it on SIGHUP.
+docker_capfix() {
+  [[ -n $SANDBOX_MISSING_CAPS ]] || return 0
+  local wrapper=$CACHE/libexec/runc-capfix conf=/etc/docker/daemon.json
+  mkdir -p "$CACHE/libexec"
+  if ! cmp -s "$TESTBED_DIR/lib/runc-capfix" "$wrapper"; then
+    install -m 0755 "$TESTBED_DIR/lib/runc-capfix" "$wrapper"
+  fi
+  local current='{}' wanted
+  [[ -s $conf ]] && current=$(cat "$conf")
+  wanted=$(jq --arg p "$wrapper" '.runtimes["runc-capfix"] = {path: $p} | .["default-runtime"] = "runc-capfix"' <<<"$current")
+  if [[ $(jq -S . <<<"$current") != $(jq -S . <<<"$wanted") ]]; then
+    log "installing runc-capfix as Docker's default runtime (missing: $SANDBOX_MISSING_CAPS)"
+    mkdir -p /etc/docker
+    printf '%s\n' "$wanted" >"$conf"
+    local pid
+    pid=$(pidof dockerd) || die "dockerd is not running locally: cannot reload $conf"
+    kill -HUP "$pid"
+  fi
+  local i
+  for ((i = 0; i < 20; i++)); do
+    [[ $(docker info --format '{{.DefaultRuntime}}' 2>/dev/null) != runc-capfix ]] || return 0
+    sleep 0.5
+  done
+  die "dockerd did not take runc-capfix as default runtime (see $conf)"
+}
+
+# TEMP_CONTAINERS: containers a script made for its own work; remove_temp_containers (an
+# EXIT trap of the scripts) removes them whatever happens.
+TEMP_CONTAINERS=()
+remove_temp_containers() {
+  local c
+  for c in "${TEMP_CONTAINERS[@]}"; do docker rm -f -v "$c" >/dev/null 2>&1 || true; done
+}
+
+# ---------------------------------------------------------------------------------------
+# Images. Every image carries $INPUT_HASH_LABEL; BUILT_IMAGES collects the product images
+# of a run (written to $CACHE/images.txt).
+
+BUILT_IMAGES=()
+
+# image_hash REF: the input hash label of a local image, or "".
+image_hash() {
+  docker image inspect --format "{{ index .Config.Labels \"$INPUT_HASH_LABEL\" }}" "$1" 2>/dev/null || true
+}
+
+# image_id REF: local image ID (fails if absent).
+image_id() { docker image inspect --format '{{.Id}}' "$1"; }
+
+# dockerfile_bases DIR: the image IDs of the FROM lines of DIR/Dockerfile (scratch skipped),
+# so that a rebuilt base rebuilds what is on top of it.
+dockerfile_bases() {
+  local ref
+  awk 'toupper($1) == "FROM" { print $2 }' "$1/Dockerfile" | while read -r ref; do
+    [[ $ref == scratch ]] || image_id "$ref" || die "base image $ref missing"
+  done
+}
+
+# build_image REF CONTEXT [EXTRA TAG...]: docker build CONTEXT as REF unless REF exists
+# with the same input hash. The legacy builder is used: it needs nothing from a registry.
+build_image() {
+  local ref=$1 ctx=$2
+  shift 2
+  local h bases
+  bases=$(dockerfile_bases "$ctx")
+  h=$(hash_strings "$(hash_tree "$ctx")" "$bases")
+  if [[ $(image_hash "$ref") == "$h" ]]; then
+    log "    $ref: up to date"
+  else
+    log "    $ref: building"
+    DOCKER_BUILDKIT=0 docker build -q --label "$INPUT_HASH_LABEL=$h" -t "$ref" "$ctx" >/dev/null ||
+      die "docker build of $ref failed (context: $ctx)"
+  fi
+  local t
+  for t in "$@"; do docker tag "$ref" "$t"; done
+}
+
+# import_rootfs REF TARBALL: docker import a root filesystem tarball as REF (once per
+# tarball: its name carries the hash of its inputs).
+import_rootfs() {
+  local ref=$1 tarball=$2
+  local h
+  h=$(basename "$tarball" .tar)
+  if [[ $(image_hash "$ref") == "$h" ]]; then
+    log "    $ref: up to date"
+    return 0
+  fi
+  log "    $ref: importing $(du -h "$tarball" | cut -f1) root filesystem"
+  docker import --change "LABEL $INPUT_HASH_LABEL=$h" "$tarball" "$ref" >/dev/null
+}
+
+# product REF...: record images to be listed in $CACHE/images.txt.
+product() { BUILT_IMAGES+=("$@"); }
+
+# context_dir NAME: a fresh build context directory in the cache.
+context_dir() {
+  local d=$CACHE/images/$1
+  rm -rf "$d"
+  mkdir -p "$d"
+  printf '%s\n' "$d"
+}
+
+# put FILE DIR/NAME [MODE]: place a file in a build context (hard link when possible: the
+# cache and the context share a file system, and binaries are large).
+put() {
+  local src=$1 dst=$2 mode=${3:-}
+  mkdir -p "$(dirname "$dst")"
+  ln -f "$src" "$dst" 2>/dev/null || cp "$src" "$dst"
+  if [[ -n $mode ]]; then chmod "$mode" "$dst"; fi
+}
