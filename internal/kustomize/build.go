@@ -50,11 +50,16 @@ func Build(ctx context.Context, root string, ks *unstructured.Unstructured) ([]*
 				return nil, fmt.Errorf("kustomization %s: post build of %s/%s: %w", ks.GetName(), res.GetKind(), res.GetName(), err)
 			}
 		}
-		m, err := res.Map()
+		data, err := res.MarshalJSON()
 		if err != nil {
 			return nil, fmt.Errorf("kustomization %s: %s/%s: %w", ks.GetName(), res.GetKind(), res.GetName(), err)
 		}
-		out = append(out, &unstructured.Unstructured{Object: m})
+		// Through JSON, so that the object holds the types the API machinery expects (int64, ...).
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(data); err != nil {
+			return nil, fmt.Errorf("kustomization %s: %s/%s: %w", ks.GetName(), res.GetKind(), res.GetName(), err)
+		}
+		out = append(out, obj)
 	}
 	return out, nil
 }

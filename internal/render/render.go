@@ -99,6 +99,7 @@ func Layers(opts Options) ([]values.Layer, error) {
 	if err != nil {
 		return nil, err
 	}
+	defaults.Defaults = true
 	file := map[string]string{ContextBootstrap: "bootstrap", ContextManagement: "management", ContextWorkload: "workload-cluster"}[opts.Context]
 	if file == "" {
 		return nil, fmt.Errorf("--context: unknown context %q, expected bootstrap, management or workload", opts.Context)
@@ -324,14 +325,25 @@ func toTyped(u *unstructured.Unstructured) client.Object {
 }
 
 // chartFail matches the message of a template's `fail`, which our charts start with a values key.
-var chartFail = regexp.MustCompile(`error calling fail: ([A-Za-z0-9_.\-]+): (.*)$`)
+var chartFail = regexp.MustCompile(`execution error at \([^)]*\): ([A-Za-z0-9_][A-Za-z0-9_.\-]*): (.*)$`)
 
 // explainChartError points a chart's template error at the values file and line of its key.
 func explainChartError(err error, layers []values.Layer, fallback values.Origin) error {
-	msg := err.Error()
-	if m := chartFail.FindStringSubmatch(msg); m != nil {
-		key := values.ParseKey(m[1])
-		return values.Problems{{Origin: values.Locate(layers, key, fallback), Key: m[1], Message: m[2]}}
+	m := chartFail.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
 	}
-	return err
+	key, msg := m[1], m[2]
+	// A cycle is reported at one of its units; point at a dependency the user set, if any.
+	if _, loop, ok := strings.Cut(msg, "dependency cycle: "); ok {
+		units := strings.Split(loop, " -> ")
+		for i := 0; i+1 < len(units); i++ {
+			k := fmt.Sprintf("units.%s.depends_on.%s", units[i], units[i+1])
+			if _, set := values.Set(layers, values.ParseKey(k)); set {
+				key = k
+				break
+			}
+		}
+	}
+	return values.Problems{{Origin: values.Locate(layers, values.ParseKey(key), fallback), Key: key, Message: msg}}
 }

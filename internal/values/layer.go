@@ -21,6 +21,9 @@ type Layer struct {
 	File string
 	// Secret marks values that must never appear in a message.
 	Secret bool
+	// Defaults marks the chart's own values.yaml: a problem with a default is fixed by setting
+	// the key in the environment, so messages never point there.
+	Defaults bool
 	// Data is the parsed content, decoded like Helm and Flux decode values.
 	Data  map[string]any
 	lines map[string]int
@@ -106,6 +109,9 @@ func indexLines(node *yamlv3.Node, path []string, lines map[string]int) error {
 				return fmt.Errorf("%d: %s: keys must be strings", k.Line, Key(path))
 			}
 			p := append(append([]string{}, path...), k.Value)
+			if first, dup := lines[pathKey(p)]; dup {
+				return fmt.Errorf("%d: %s: set twice (first on line %d)", k.Line, Key(p), first)
+			}
 			lines[pathKey(p)] = k.Line
 			if err := indexLines(v, p, lines); err != nil {
 				return err
@@ -185,16 +191,33 @@ func (o Origin) String() string {
 }
 
 // Locate finds the layer that set path, or the closest of its parents: the place to fix a value
-// or to add a missing one. fallback is used when no layer sets any of them.
+// or to add a missing one. Chart defaults are skipped; fallback is used when no other layer sets
+// any of them.
 func Locate(layers []Layer, path []string, fallback Origin) Origin {
 	for n := len(path); n > 0; n-- {
 		for i := len(layers) - 1; i >= 0; i-- {
+			if layers[i].Defaults {
+				continue
+			}
 			if line, ok := layers[i].Has(path[:n]); ok {
 				return Origin{File: layers[i].File, Line: line, Secret: layers[i].Secret}
 			}
 		}
 	}
 	return fallback
+}
+
+// Set returns where path itself is set, ignoring chart defaults.
+func Set(layers []Layer, path []string) (Origin, bool) {
+	for i := len(layers) - 1; i >= 0; i-- {
+		if layers[i].Defaults {
+			continue
+		}
+		if line, ok := layers[i].Has(path); ok {
+			return Origin{File: layers[i].File, Line: line, Secret: layers[i].Secret}, true
+		}
+	}
+	return Origin{}, false
 }
 
 var plainKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)

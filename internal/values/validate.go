@@ -95,7 +95,7 @@ func (s *Schema) Validate(layers []Layer, fallback Origin) Problems {
 
 	var out Problems
 	seen := map[string]bool{}
-	for _, leaf := range leaves(verr) {
+	for _, leaf := range s.leaves(verr) {
 		p := s.problem(layers, doc, leaf, fallback)
 		if id := p.Error(); !seen[id] {
 			seen[id] = true
@@ -106,14 +106,21 @@ func (s *Schema) Validate(layers []Layer, fallback Origin) Problems {
 	return out
 }
 
-// leaves returns the innermost errors: the ones that say what is wrong.
-func leaves(e *jsonschema.ValidationError) []*jsonschema.ValidationError {
+// leaves returns the innermost errors, the ones that say what is wrong, except that an
+// alternative (oneOf, anyOf) whose schema describes what it expects is one error.
+func (s *Schema) leaves(e *jsonschema.ValidationError) []*jsonschema.ValidationError {
+	switch e.ErrorKind.(type) {
+	case *kind.OneOf, *kind.AnyOf:
+		if s.description(s.node(e)) != "" {
+			return []*jsonschema.ValidationError{e}
+		}
+	}
 	if len(e.Causes) == 0 {
 		return []*jsonschema.ValidationError{e}
 	}
 	var out []*jsonschema.ValidationError
 	for _, c := range e.Causes {
-		out = append(out, leaves(c)...)
+		out = append(out, s.leaves(c)...)
 	}
 	return out
 }
@@ -131,15 +138,19 @@ func (s *Schema) problem(layers []Layer, doc any, e *jsonschema.ValidationError,
 		b, _ := json.Marshal(v)
 		return string(b)
 	}
-	schemaNode := s.node(e.ErrorKind, e)
+	schemaNode := s.node(e)
 	desc := s.description(schemaNode)
 
 	var msg string
 	switch k := e.ErrorKind.(type) {
 	case *kind.Required:
 		for _, m := range k.Missing {
-			childDesc := s.description(s.child(schemaNode, "properties", m))
 			path = append(append([]string{}, e.InstanceLocation...), m)
+			childDesc := s.description(s.child(schemaNode, "properties", m))
+			if childDesc == "" {
+				// required by a conditional branch: the key's own schema describes it
+				childDesc = s.description(s.at(path))
+			}
 			msg = "missing" + expected(childDesc)
 		}
 	case *kind.AdditionalProperties:
@@ -163,9 +174,18 @@ func (s *Schema) problem(layers []Layer, doc any, e *jsonschema.ValidationError,
 		msg = fmt.Sprintf("%s is not one of %s%s", show(value), strings.Join(want, ", "), parenthesized(desc))
 	case *kind.Const:
 		msg = fmt.Sprintf("%s is not allowed here%s", show(value), parenthesized(desc))
+	case *kind.MinLength:
+		if value == "" {
+			msg = "must be set" + expected(desc)
+			break
+		}
+		msg = fmt.Sprintf("%s is too short%s", show(value), parenthesized(desc))
 	default:
 		msg = fmt.Sprintf("%s is invalid: %s", show(value), e.ErrorKind.LocalizedString(printer))
-		if desc != "" {
+		if where.Secret {
+			// the validator's own message may quote the value
+			msg = show(value) + " is invalid" + strings.Replace(expected(desc), ":", ",", 1)
+		} else if desc != "" {
 			msg = fmt.Sprintf("%s is invalid, expected %s", show(value), desc)
 		}
 	}
@@ -190,15 +210,9 @@ func parenthesized(desc string) string {
 }
 
 // node returns the schema object an error was raised in.
-func (s *Schema) node(k jsonschema.ErrorKind, e *jsonschema.ValidationError) any {
-	loc := e.SchemaURL
-	_, frag, _ := strings.Cut(loc, "#")
-	tokens := splitPointer(frag)
-	// drop the keyword(s) of the error to land on the schema object holding them
-	if n := len(k.KeywordPath()); n <= len(tokens) {
-		tokens = tokens[:len(tokens)-n]
-	}
-	return s.resolve(s.raw, tokens)
+func (s *Schema) node(e *jsonschema.ValidationError) any {
+	_, frag, _ := strings.Cut(e.SchemaURL, "#")
+	return s.resolve(s.raw, splitPointer(frag))
 }
 
 func splitPointer(frag string) []string {
@@ -260,6 +274,24 @@ func (s *Schema) child(node any, keyword, name string) any {
 		return nil
 	}
 	return props[name]
+}
+
+// at returns the schema of an instance path, following properties and additionalProperties from
+// the root.
+func (s *Schema) at(path []string) any {
+	node := s.raw
+	for _, p := range path {
+		m, ok := s.deref(node).(map[string]any)
+		if !ok {
+			return nil
+		}
+		if child := s.child(m, "properties", p); child != nil {
+			node = child
+			continue
+		}
+		node = m["additionalProperties"]
+	}
+	return node
 }
 
 func (s *Schema) description(node any) string {

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := newRootCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(t.Context())
+	return out.String(), err
+}
+
+func TestCommandsOnTheKubeadmCAPDEnvironment(t *testing.T) {
+	out, err := run(t, "validate", "kubeadm-capd")
+	if err != nil || !strings.Contains(out, "kubeadm-capd: management (after pivot):") {
+		t.Fatalf("validate: %v\n%s", err, out)
+	}
+
+	out, err = run(t, "render", "kubeadm-capd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# unit: capi, from: kustomize-components/capi", "kind: Kustomization", "name: cluster-init-secrets", "secrets.yaml: " + "REDACTED"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("render output lacks %q", want)
+		}
+	}
+	out, err = run(t, "render", "kubeadm-capd", "--unit", "cni")
+	if err != nil || !strings.Contains(out, "kind: DaemonSet") || strings.Contains(out, "unit: capi") {
+		t.Errorf("render --unit cni: %v\n%s", err, out)
+	}
+
+	out, err = run(t, "units", "kubeadm-capd", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var graph struct {
+		Context      string   `json:"context"`
+		Order        []string `json:"order"`
+		CriticalPath []string `json:"critical_path"`
+	}
+	if err := json.Unmarshal([]byte(out), &graph); err != nil {
+		t.Fatalf("units -o json: %v\n%s", err, out)
+	}
+	if graph.Context != "bootstrap" || graph.CriticalPath[0] != "cert-manager" || graph.CriticalPath[len(graph.CriticalPath)-1] != "pivot" {
+		t.Errorf("units -o json: %+v", graph)
+	}
+	if out, err = run(t, "units", "kubeadm-capd", "-o", "mermaid", "--context", "management"); err != nil || !strings.Contains(out, "cert_manager ==> capi") {
+		t.Errorf("units -o mermaid: %v\n%s", err, out)
+	}
+
+	out, err = run(t, "images", "kubeadm-capd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"/fluxcd/source-controller:", "/jetstack/cert-manager-webhook:", "/cluster-api/capd-manager:", "/flannel-io/flannel:", "kindest/node:", "cluster-init/bootstrap:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("images lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "capi-openstack") || strings.Contains(out, "rke2") {
+		t.Errorf("images of disabled providers listed:\n%s", out)
+	}
+}
+
+func TestUnknownEnvironmentListsTheKnownOnes(t *testing.T) {
+	_, err := run(t, "validate", "kubeadm-capz")
+	if err == nil || !strings.Contains(err.Error(), "kubeadm-capd") || !strings.Contains(err.Error(), "environment-values/kubeadm-capz") {
+		t.Errorf("error: %v", err)
+	}
+}

@@ -1,0 +1,257 @@
+package render_test
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/values"
+)
+
+// expectedEdges is the documented order (charts/cluster-init/README.md) of the units of a management cluster
+// environment with the given providers, in a context; selfManaged is the state after the pivot.
+func expectedEdges(bootstrap, infra, context string, selfManaged bool) []string {
+	bootstrapUnit := map[string]string{"kubeadm": "cabpk", "rke2": "cabpr"}[bootstrap]
+	edges := []string{}
+	if context != render.ContextWorkload {
+		edges = append(edges,
+			"capi -> cert-manager",
+			bootstrapUnit+" -> capi",
+			infra+" -> capi")
+		if infra == "capo" {
+			edges = append(edges, "capo -> orc")
+		}
+	}
+	definitions := context != render.ContextManagement || selfManaged
+	if definitions {
+		if context != render.ContextWorkload {
+			edges = append(edges, "cluster -> "+bootstrapUnit, "cluster -> "+infra, "cluster -> capi")
+		}
+		edges = append(edges, "cni -> cluster", "cluster-ready -> cni")
+	}
+	if context == render.ContextBootstrap {
+		edges = append(edges,
+			"management-flux -> cluster-ready",
+			"management-configs -> management-flux",
+			"management-cluster-init -> management-configs",
+			"pivot -> management-cluster-init")
+	}
+	sort.Strings(edges)
+	return edges
+}
+
+func TestDependsOnFollowTheDocumentedOrder(t *testing.T) {
+	root := repoRoot(t)
+	envs := []struct{ name, bootstrap, infra string }{
+		{"kubeadm-capd", "kubeadm", "capd"},
+		{"rke2-capd", "rke2", "capd"},
+		{"kubeadm-capo", "kubeadm", "capo"},
+		{"rke2-capo", "rke2", "capo"},
+	}
+	for _, e := range envs {
+		env := mustLoadEnv(t, root, e.name)
+		for _, c := range []struct {
+			context     string
+			selfManaged bool
+		}{{render.ContextBootstrap, false}, {render.ContextManagement, false}, {render.ContextManagement, true}} {
+			t.Run(fmt.Sprintf("%s/%s/self_managed=%t", e.name, c.context, c.selfManaged), func(t *testing.T) {
+				var overrides []values.Layer
+				if c.selfManaged {
+					overrides = append(overrides, selfManaged())
+				}
+				res := renderEnv(t, root, env, c.context, overrides...)
+				_, edges := kustomizationEdges(res)
+				want := expectedEdges(e.bootstrap, e.infra, c.context, c.selfManaged)
+				if !slices.Equal(edges, want) {
+					t.Errorf("dependsOn edges:\n got  %v\n want %v", edges, want)
+				}
+				// The graph the CLI reads is the graph Flux runs.
+				if got := res.Graph.Edges(); !slices.Equal(got, edges) {
+					t.Errorf("unit graph ConfigMap edges %v differ from the Kustomizations' %v", got, edges)
+				}
+				// Every unit comes after its dependencies in the graph's order.
+				seen := map[string]bool{}
+				for _, u := range res.Graph.Enabled() {
+					for _, d := range u.DependsOn {
+						if !seen[d] {
+							t.Errorf("order %v: %s before its dependency %s", res.Graph.Order, u.Name, d)
+						}
+					}
+					seen[u.Name] = true
+				}
+			})
+		}
+	}
+
+	t.Run("workload-clusters/kubeadm-capd-workload/workload", func(t *testing.T) {
+		env := mustLoadEnv(t, root, "workload-clusters/kubeadm-capd-workload")
+		res := renderEnv(t, root, env, render.ContextWorkload)
+		if _, edges := kustomizationEdges(res); !slices.Equal(edges, expectedEdges("kubeadm", "capd", render.ContextWorkload, false)) {
+			t.Errorf("dependsOn edges: got %v", edges)
+		}
+	})
+}
+
+func TestDisablingAProviderRemovesItsUnitAndEveryEdgeToIt(t *testing.T) {
+	root := repoRoot(t)
+	env := mustLoadEnv(t, root, "kubeadm-capd")
+	res := renderEnv(t, root, env, render.ContextBootstrap,
+		values.FromMap("(test)", map[string]any{"units": map[string]any{"capd": map[string]any{"enabled": false}}}))
+
+	units, edges := kustomizationEdges(res)
+	if slices.Contains(units, "capd") {
+		t.Errorf("capd is still rendered: %v", units)
+	}
+	for _, e := range edges {
+		if strings.Contains(e, "capd") {
+			t.Errorf("edge to the disabled unit: %s", e)
+		}
+	}
+	for _, o := range res.Objects {
+		if o.Unit == "capd" || o.Object.GetNamespace() == "capd-system" {
+			t.Errorf("object of the disabled provider rendered: %s %s/%s", o.Object.GetKind(), o.Object.GetNamespace(), o.Object.GetName())
+		}
+	}
+	capd := res.Graph.Units["capd"]
+	if capd.Enabled || capd.Reason != "enabled: false" {
+		t.Errorf("capd state: enabled %t, reason %q", capd.Enabled, capd.Reason)
+	}
+	if cluster := res.Graph.Units["cluster"]; !slices.Contains(cluster.Dropped, "capd") {
+		t.Errorf("cluster should list capd among its dropped dependencies: %v", cluster.Dropped)
+	}
+
+	// Switching provider does the same through the units' enabled templates.
+	res = renderEnv(t, root, env, render.ContextBootstrap,
+		values.FromMap("(test)", map[string]any{"cluster": map[string]any{"providers": map[string]any{"bootstrap": "rke2"}}}))
+	units, edges = kustomizationEdges(res)
+	if slices.Contains(units, "cabpk") || !slices.Contains(units, "cabpr") {
+		t.Errorf("bootstrap provider rke2: units %v", units)
+	}
+	if slices.ContainsFunc(edges, func(e string) bool { return strings.Contains(e, "cabpk") }) {
+		t.Errorf("edges still name cabpk: %v", edges)
+	}
+}
+
+func TestWorkloadContextRendersNoManagementComponent(t *testing.T) {
+	root := repoRoot(t)
+	managementOnly := []string{"cert-manager", "capi", "cabpk", "cabpr", "capd", "capo", "orc",
+		"management-flux", "management-configs", "management-cluster-init", "pivot", "cluster-init"}
+	for _, name := range []string{"workload-clusters/kubeadm-capd-workload", "kubeadm-capo"} {
+		env := mustLoadEnv(t, root, name)
+		res := renderEnv(t, root, env, render.ContextWorkload)
+		units, _ := kustomizationEdges(res)
+		for _, u := range managementOnly {
+			if slices.Contains(units, u) {
+				t.Errorf("%s: workload context renders management unit %s", name, u)
+			}
+		}
+		if !slices.Contains(units, "cluster") || !slices.Contains(units, "cni") {
+			t.Errorf("%s: workload context lacks the cluster definitions or the CNI: %v", name, units)
+		}
+		for _, o := range res.Objects {
+			ns := o.Object.GetNamespace()
+			if strings.HasSuffix(ns, "-system") || ns == "cert-manager" || o.Object.GetKind() == "CustomResourceDefinition" {
+				t.Errorf("%s: workload context renders %s %s/%s (unit %s)", name, o.Object.GetKind(), ns, o.Object.GetName(), o.Unit)
+			}
+		}
+	}
+}
+
+// sentinels are secret values that must never be printed.
+var sentinels = []string{"SENTINEL-app-cred-secret-4b1d", "SENTINEL-ca-cert-9f2e"}
+
+func TestSecretsNeverAppearInRenderOutputUnlessAsked(t *testing.T) {
+	root := repoRoot(t)
+	dir := copyEnv(t, root, "kubeadm-capo", map[string]func(string) string{
+		"secrets.yaml": func(s string) string {
+			s = strings.Replace(s, "application_credential_secret: FILL-IN", "application_credential_secret: "+sentinels[0], 1)
+			return strings.Replace(s, `cacert: ""`, `cacert: "`+sentinels[1]+`"`, 1)
+		},
+	})
+	env, err := loadEnv(t, root, "kubeadm-capo-sentinel", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		context     string
+		selfManaged bool
+	}{{render.ContextBootstrap, false}, {render.ContextManagement, true}, {render.ContextWorkload, false}} {
+		var overrides []values.Layer
+		if c.selfManaged {
+			overrides = append(overrides, selfManaged())
+		}
+		res := renderEnv(t, root, env, c.context, overrides...)
+
+		var redacted, shown bytes.Buffer
+		if err := render.Write(&redacted, res.Objects, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := render.Write(&shown, res.Objects, true); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range sentinels {
+			if strings.Contains(redacted.String(), s) {
+				t.Errorf("context %s: secret value %s printed without --show-secrets", c.context, s)
+			}
+			// The secret does reach a Secret (the environment's, and the cloud-config of CAPO):
+			// without this the check above could not fail.
+			if !strings.Contains(shown.String(), s) {
+				t.Errorf("context %s: secret value %s missing even with --show-secrets", c.context, s)
+			}
+		}
+		// And only Secrets carry it.
+		for _, o := range res.Objects {
+			if o.Object.GetKind() == "Secret" {
+				continue
+			}
+			var b bytes.Buffer
+			if err := render.Write(&b, []render.Object{o}, true); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range sentinels {
+				if strings.Contains(b.String(), s) {
+					t.Errorf("context %s: secret value in %s %s", c.context, o.Object.GetKind(), o.Object.GetName())
+				}
+			}
+		}
+	}
+}
+
+func TestEveryUnitObjectIsAnnotatedWithItsUnit(t *testing.T) {
+	root := repoRoot(t)
+	res := renderEnv(t, root, mustLoadEnv(t, root, "kubeadm-capd"), render.ContextBootstrap)
+	perUnit := map[string]int{}
+	for _, o := range res.Objects {
+		ann := o.Object.GetAnnotations()
+		if ann[render.OriginAnnotation] == "" {
+			t.Errorf("%s %s has no %s annotation", o.Object.GetKind(), o.Object.GetName(), render.OriginAnnotation)
+		}
+		if o.Unit != "" {
+			if ann[render.UnitAnnotation] != o.Unit {
+				t.Errorf("%s %s: unit annotation %q, want %q", o.Object.GetKind(), o.Object.GetName(), ann[render.UnitAnnotation], o.Unit)
+			}
+			perUnit[o.Unit]++
+		}
+	}
+	for _, u := range res.Graph.Order {
+		if perUnit[u] == 0 && u != "cluster-ready" { // the gate applies nothing, it only waits
+			t.Errorf("unit %s rendered no object", u)
+		}
+	}
+	// The HelmRelease unit renders its chart: the Cluster API objects of the cluster.
+	kinds := map[string]bool{}
+	for _, o := range res.Objects {
+		if o.Unit == "cluster" {
+			kinds[o.Object.GetKind()] = true
+		}
+	}
+	for _, k := range []string{"HelmRelease", "Cluster", "DockerCluster", "KubeadmControlPlane", "DockerMachineTemplate", "KubeadmConfigTemplate", "MachineDeployment"} {
+		if !kinds[k] {
+			t.Errorf("unit cluster renders no %s (renders %v)", k, kinds)
+		}
+	}
+}
