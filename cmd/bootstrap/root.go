@@ -16,18 +16,32 @@ type globals struct {
 
 func newRootCommand() *cobra.Command {
 	g := &globals{}
+	flags := &bootstrapFlags{}
 	root := &cobra.Command{
-		Use:           "bootstrap",
-		Short:         "Bootstrap a self-managed Cluster API management cluster with Flux and Helm",
+		Use:   "bootstrap ENV",
+		Short: "Bootstrap a self-managed Cluster API management cluster with Flux and Helm",
+		Long: `bootstrap ENV creates a kind cluster, installs Flux, publishes the checkout, applies the
+environment and the cluster-init release, and follows every unit until the management cluster
+runs. Running it again continues where it stopped. ENV is a directory of environment-values/ or a
+path.`,
+		Args:          cobra.MaximumNArgs(1),
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			return g.runBootstrap(cmd, args[0], flags)
+		},
 	}
+	addBootstrapFlags(root, flags)
 	root.PersistentFlags().StringVar(&g.repo, "repo", "", "the cluster-init checkout (default: the one containing the current directory)")
 	root.AddCommand(
 		newRenderCommand(g),
 		newValidateCommand(g),
 		newUnitsCommand(g),
 		newImagesCommand(g),
+		newCopyValuesCommand(),
 	)
 	return root
 }

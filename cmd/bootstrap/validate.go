@@ -22,7 +22,7 @@ vendored components. Exits non-zero with every problem, each naming its file and
 			if err != nil {
 				return err
 			}
-			reports, err := validate.Environment(cmd.Context(), w.root, w.env, w.pins["KUBERNETES_VERSION"])
+			reports, err := validate.Environment(cmd.Context(), w.renderOptions(""))
 			for _, r := range reports {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s: %d units, %d objects valid\n", w.env.Name, r.Target, r.Units, r.Objects)
 			}

@@ -142,6 +142,14 @@ func Load(name, dir string, display func(string) string) (*Environment, error) {
 			return nil, fmt.Errorf("%s: %s %s is in namespace %q, expected %s", display(kfile), o.GetKind(), o.GetName(), ns, Namespace)
 		}
 		o.SetNamespace(Namespace)
+		// helm-controller upgrades the release when a watched valuesFrom object changes.
+		labels := o.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels["reconcile.fluxcd.io/watch"] = "Enabled"
+		labels["app.kubernetes.io/part-of"] = "cluster-init"
+		o.SetLabels(labels)
 	}
 
 	sources := generatorFiles(kfile)

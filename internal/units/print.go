@@ -10,10 +10,18 @@ import (
 
 func depth(*Unit) float64 { return 1 }
 
-// WriteTree prints the enabled units as a tree: each unit under the last of its dependencies to
-// be ready (the others are listed after it), then the disabled units and why, then the critical
-// path.
-func (g *Graph) WriteTree(w io.Writer, title string) error {
+// TreeLine is one enabled unit in the tree layout.
+type TreeLine struct {
+	// Prefix draws the branches before the name ("│   ├── ").
+	Prefix string
+	Unit   *Unit
+	// Also lists the dependencies other than the one the unit is drawn under.
+	Also []string
+}
+
+// Tree lays the enabled units out as a tree: each unit under the last of its dependencies to be
+// ready, the others listed in Also.
+func (g *Graph) Tree() []TreeLine {
 	pos := map[string]int{}
 	for i, n := range g.Order {
 		pos[n] = i
@@ -36,13 +44,7 @@ func (g *Graph) WriteTree(w io.Writer, title string) error {
 		parent[n] = p
 		children[p] = append(children[p], n)
 	}
-
-	type line struct {
-		label string
-		unit  *Unit
-		also  []string
-	}
-	var lines []line
+	var lines []TreeLine
 	var walk func(n, prefix string, last, top bool)
 	walk = func(n, prefix string, last, top bool) {
 		branch, next := "├── ", "│   "
@@ -59,7 +61,7 @@ func (g *Graph) WriteTree(w io.Writer, title string) error {
 				also = append(also, d)
 			}
 		}
-		lines = append(lines, line{prefix + branch + n, u, also})
+		lines = append(lines, TreeLine{Prefix: prefix + branch, Unit: u, Also: also})
 		kids := children[n]
 		for i, c := range kids {
 			walk(c, prefix+next, i == len(kids)-1, false)
@@ -68,21 +70,29 @@ func (g *Graph) WriteTree(w io.Writer, title string) error {
 	for _, r := range roots {
 		walk(r, "", true, true)
 	}
+	return lines
+}
+
+// WriteTree prints the enabled units as a tree (see Tree), then the disabled units and why, then
+// the critical path.
+func (g *Graph) WriteTree(w io.Writer, title string) error {
+	lines := g.Tree()
 	width := 0
 	for _, l := range lines {
-		width = max(width, len([]rune(l.label)))
+		width = max(width, len([]rune(l.Prefix+l.Unit.Name)))
 	}
 	fmt.Fprintf(w, "%s: %d units enabled, %d disabled\n\n", title, len(g.Order), len(g.Units)-len(g.Order))
 	for _, l := range lines {
 		extra := ""
-		if len(l.also) > 0 {
-			extra += " (also needs " + strings.Join(l.also, ", ") + ")"
+		if len(l.Also) > 0 {
+			extra += " (also needs " + strings.Join(l.Also, ", ") + ")"
 		}
-		if l.unit.Kubeconfig {
+		if l.Unit.Kubeconfig {
 			extra += " [applied into the new cluster]"
 		}
-		pad := strings.Repeat(" ", width-len([]rune(l.label))+2)
-		fmt.Fprintf(w, "%s%s%-4s %s%s\n", l.label, pad, l.unit.Timeout, l.unit.Description, extra)
+		label := l.Prefix + l.Unit.Name
+		pad := strings.Repeat(" ", width-len([]rune(label))+2)
+		fmt.Fprintf(w, "%s%s%-4s %s%s\n", label, pad, l.Unit.Timeout, l.Unit.Description, extra)
 	}
 
 	var disabled []string

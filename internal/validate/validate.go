@@ -51,8 +51,10 @@ type Report struct {
 	Objects int
 }
 
-// Environment validates env in each of its targets. The error lists every problem found.
-func Environment(ctx context.Context, repoRoot string, env *environment.Environment, kubeVersion string) ([]Report, error) {
+// Environment validates an environment in each of its targets; base gives the checkout, the
+// environment, extra values layers and the Kubernetes version. The error lists every problem.
+func Environment(ctx context.Context, base render.Options) ([]Report, error) {
+	repoRoot, env := base.RepoRoot, base.Env
 	validator, err := schemas.New()
 	if err != nil {
 		return nil, err
@@ -68,7 +70,10 @@ func Environment(ctx context.Context, repoRoot string, env *environment.Environm
 	var reports []Report
 	var problems []string
 	for _, t := range Targets(env) {
-		res, err := render.Render(ctx, render.Options{RepoRoot: repoRoot, Env: env, Context: t.Context, Overrides: t.Overrides, KubeVersion: kubeVersion})
+		opts := base
+		opts.Context = t.Context
+		opts.Overrides = append(append([]values.Layer{}, base.Overrides...), t.Overrides...)
+		res, err := render.Render(ctx, opts)
 		if err != nil {
 			var ps values.Problems
 			if errors.As(err, &ps) {

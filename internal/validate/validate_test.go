@@ -7,6 +7,7 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/checkout"
 	"cluster-init.dev/cluster-init/internal/environment"
+	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/validate"
 	"cluster-init.dev/cluster-init/internal/versions"
 )
@@ -35,7 +36,7 @@ func TestEveryEnvironmentIsValidInEveryContext(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			reports, err := validate.Environment(t.Context(), root, env, pins["KUBERNETES_VERSION"])
+			reports, err := validate.Environment(t.Context(), render.Options{RepoRoot: root, Env: env, KubeVersion: pins["KUBERNETES_VERSION"]})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"cluster-init.dev/cluster-init/internal/bootstrap"
+	"cluster-init.dev/cluster-init/internal/checkout"
+	"cluster-init.dev/cluster-init/internal/progress"
+	"cluster-init.dev/cluster-init/internal/values"
+)
+
+// bootstrapFlags are the flags of `bootstrap ENV`.
+type bootstrapFlags struct {
+	kubeconfig string
+	source     string
+	valueFiles []string
+	timeout    time.Duration
+	output     string
+	timeline   string
+}
+
+func addBootstrapFlags(cmd *cobra.Command, f *bootstrapFlags) {
+	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "bootstrap from this existing cluster instead of a kind cluster (no pivot)")
+	cmd.Flags().StringVar(&f.source, "source", "oci", "what the clusters reconcile from: oci (the checkout, pushed to the registry next to kind) or git (the checkout's commit)")
+	cmd.Flags().StringArrayVar(&f.valueFiles, "values", nil, "extra values file, after the environment's values (repeatable)")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 60*time.Minute, "give up after this long")
+	cmd.Flags().StringVarP(&f.output, "output", "o", "", "tty (redraw in place), plain (timestamped lines) or json (default: tty on a terminal, else plain)")
+	cmd.Flags().StringVar(&f.timeline, "timeline", "", "write an HTML timeline of the run to this file")
+}
+
+func (g *globals) runBootstrap(cmd *cobra.Command, envName string, f *bootstrapFlags) error {
+	w, err := g.open(envName)
+	if err != nil {
+		return err
+	}
+	var overrides []values.Layer
+	for _, path := range f.valueFiles {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("--values: %w", err)
+		}
+		l, err := values.ParseLayer(checkout.Relative(w.root, absolute(path)), data, false)
+		if err != nil {
+			return err
+		}
+		overrides = append(overrides, l)
+	}
+	stateDir, err := stateDir()
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	isTerminal := false
+	if file, ok := out.(*os.File); ok {
+		isTerminal = term.IsTerminal(int(file.Fd()))
+	}
+	start := time.Now()
+	printer, err := progress.New(out, progress.Format(f.output), isTerminal, start)
+	if err != nil {
+		return err
+	}
+	res, err := bootstrap.Run(cmd.Context(), bootstrap.Options{
+		RepoRoot:    w.root,
+		Env:         w.env,
+		Overrides:   overrides,
+		KubeVersion: w.pins["KUBERNETES_VERSION"],
+		Kubeconfig:  f.kubeconfig,
+		Source:      f.source,
+		StateDir:    stateDir,
+		Timeout:     f.timeout,
+		Timeline:    f.timeline,
+		Out:         printer,
+	})
+	if res != nil && len(res.Phases) > 0 {
+		fmt.Fprintln(out, "\nphases:")
+		for _, p := range res.Phases {
+			fmt.Fprintf(out, "  %-18s %s\n", p.Name, p.End.Sub(p.Start).Round(time.Second))
+		}
+		fmt.Fprintf(out, "  %-18s %s\n", "total", time.Since(start).Round(time.Second))
+	}
+	return err
+}
+
+func absolute(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
+}
+
+// stateDir is where cluster-init keeps its kind clusters' files and diagnostics bundles.
+func stateDir() (string, error) {
+	if d := os.Getenv("CLUSTER_INIT_STATE_DIR"); d != "" {
+		return d, nil
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "cluster-init"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	return filepath.Join(home, ".local", "state", "cluster-init"), nil
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
+
+	"cluster-init.dev/cluster-init/internal/copyvalues"
+	"cluster-init.dev/cluster-init/internal/kube"
+)
+
+// inClusterFlags are the flags of the commands that run in a Job of the bootstrap cluster.
+type inClusterFlags struct {
+	namespace        string
+	kubeconfigSecret string
+}
+
+func (f *inClusterFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the cluster-init release (default: $POD_NAMESPACE)")
+	cmd.Flags().StringVar(&f.kubeconfigSecret, "kubeconfig-secret", "", "Secret (key value) with the kubeconfig of the management cluster")
+	_ = cmd.MarkFlagRequired("kubeconfig-secret")
+}
+
+// connect returns the cluster the Job runs in and the management cluster.
+func (f *inClusterFlags) connect(ctx context.Context) (here, management *kube.Cluster, err error) {
+	if f.namespace == "" {
+		return nil, nil, fmt.Errorf("--namespace is required (or $POD_NAMESPACE)")
+	}
+	cfg, err := ctrlconfig.GetConfig()
+	if err != nil {
+		return nil, nil, fmt.Errorf("in-cluster configuration: %w", err)
+	}
+	here, err = kube.FromKubeconfig("bootstrap", restToKubeconfig(cfg.Host, cfg.BearerToken, cfg.BearerTokenFile, cfg.CAFile, cfg.CAData))
+	if err != nil {
+		return nil, nil, err
+	}
+	s := &corev1.Secret{}
+	if err := here.Client.Get(ctx, client.ObjectKey{Namespace: f.namespace, Name: f.kubeconfigSecret}, s); err != nil {
+		return nil, nil, fmt.Errorf("read the management cluster's kubeconfig Secret %s: %w", f.kubeconfigSecret, err)
+	}
+	management, err = kube.FromKubeconfig("management", s.Data["value"])
+	return here, management, err
+}
+
+// restToKubeconfig writes the in-cluster credentials as a kubeconfig, the form every client of
+// this project (and clusterctl) takes.
+func restToKubeconfig(host, token, tokenFile, caFile string, caData []byte) []byte {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["in-cluster"] = &clientcmdapi.Cluster{Server: host, CertificateAuthority: caFile, CertificateAuthorityData: caData}
+	cfg.AuthInfos["in-cluster"] = &clientcmdapi.AuthInfo{Token: token, TokenFile: tokenFile}
+	cfg.Contexts["in-cluster"] = &clientcmdapi.Context{Cluster: "in-cluster", AuthInfo: "in-cluster"}
+	cfg.CurrentContext = "in-cluster"
+	data, _ := clientcmd.Write(*cfg)
+	return data
+}
+
+func newCopyValuesCommand() *cobra.Command {
+	f := &inClusterFlags{}
+	cmd := &cobra.Command{
+		Use:    "copy-values",
+		Short:  "Copy the environment's values, secrets and source into the management cluster (runs in the management-configs Job)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Minute)
+			defer cancel()
+			here, management, err := f.connect(ctx)
+			if err != nil {
+				return err
+			}
+			applied, err := copyvalues.Run(ctx, here, management, f.namespace)
+			for _, a := range applied {
+				fmt.Fprintln(cmd.OutOrStdout(), a)
+			}
+			return err
+		},
+	}
+	f.add(cmd)
+	return cmd
+}

@@ -1,0 +1,74 @@
+// Package copyvalues copies an environment's values, secrets and source (the ConfigMaps
+// cluster-init-values and cluster-init-source, the Secret cluster-init-secrets) from the bootstrap
+// cluster into the management cluster, for the cluster-init release there. It runs in the
+// management-configs Job, so that secret values never pass through a Flux object.
+package copyvalues
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cluster-init.dev/cluster-init/internal/apply"
+	"cluster-init.dev/cluster-init/internal/kube"
+)
+
+// The objects copied, all in the release namespace.
+var (
+	ConfigMaps = []string{"cluster-init-values", "cluster-init-source"}
+	Secrets    = []string{"cluster-init-secrets"}
+)
+
+// Run reads the objects from one cluster and applies them to the other.
+func Run(ctx context.Context, from, to *kube.Cluster, namespace string) ([]string, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
+	objs := []client.Object{ns}
+	for _, name := range ConfigMaps {
+		cm := &corev1.ConfigMap{}
+		if err := from.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cm); err != nil {
+			return nil, fmt.Errorf("read ConfigMap %s/%s from the %s cluster: %w", namespace, name, from.Name, err)
+		}
+		objs = append(objs, &corev1.ConfigMap{ObjectMeta: copyMeta(cm.ObjectMeta), Data: cm.Data, BinaryData: cm.BinaryData})
+	}
+	for _, name := range Secrets {
+		s := &corev1.Secret{}
+		if err := from.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
+			return nil, fmt.Errorf("read Secret %s/%s from the %s cluster: %w", namespace, name, from.Name, err)
+		}
+		objs = append(objs, &corev1.Secret{ObjectMeta: copyMeta(s.ObjectMeta), Type: s.Type, Data: s.Data})
+	}
+
+	var us []*unstructured.Unstructured
+	for _, o := range objs {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			return nil, err
+		}
+		u := &unstructured.Unstructured{Object: m}
+		gvk, err := to.Client.GroupVersionKindFor(o)
+		if err != nil {
+			return nil, err
+		}
+		u.SetGroupVersionKind(gvk)
+		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+		us = append(us, u)
+	}
+	cs, err := apply.New(to).Apply(ctx, us)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range cs.Entries {
+		out = append(out, e.String())
+	}
+	return out, nil
+}
+
+func copyMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, Labels: m.Labels}
+}

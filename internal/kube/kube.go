@@ -1,0 +1,81 @@
+// Package kube connects to a cluster from a kubeconfig: REST config, a controller-runtime client
+// that knows the Flux and Cluster API types, and a REST mapper that follows CRDs as they appear.
+package kube
+
+import (
+	"fmt"
+	"os"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+)
+
+// Cluster is a connection to one cluster.
+type Cluster struct {
+	// Name is how messages call the cluster ("bootstrap", "management").
+	Name       string
+	Kubeconfig []byte
+	Config     *rest.Config
+	Client     client.Client
+	Mapper     meta.RESTMapper
+}
+
+// Scheme knows the types cluster-init reads: core, CRDs, Flux and Cluster API.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme,
+		sourcev1.AddToScheme, kustomizev1.AddToScheme, helmv2.AddToScheme, clusterv1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// FromKubeconfig connects with a kubeconfig's current context.
+func FromKubeconfig(name string, kubeconfig []byte) (*Cluster, error) {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("%s cluster: kubeconfig: %w", name, err)
+	}
+	// Bootstraps apply hundreds of objects: do not wait on client-side throttling.
+	cfg.QPS, cfg.Burst = 50, 100
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s cluster: %w", name, err)
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("%s cluster: REST mapper: %w", name, err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme, Mapper: mapper, HTTPClient: httpClient})
+	if err != nil {
+		return nil, fmt.Errorf("%s cluster: client: %w", name, err)
+	}
+	return &Cluster{Name: name, Kubeconfig: kubeconfig, Config: cfg, Client: c, Mapper: mapper}, nil
+}
+
+// FromFile connects with a kubeconfig file.
+func FromFile(name, path string) (*Cluster, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s cluster: %w", name, err)
+	}
+	return FromKubeconfig(name, data)
+}

@@ -1,0 +1,291 @@
+package progress
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Printer shows a bootstrap as it happens. Printers only print: the state comes from the flow.
+type Printer interface {
+	// Phase announces a phase of the flow ("bootstrap cluster", "flux", ...).
+	Phase(name string)
+	// Log is a message within the current phase.
+	Log(format string, args ...any)
+	// Waiting says what the current phase waits for.
+	Waiting(what string, pending []string)
+	// Units shows the state of the units.
+	Units(s Snapshot)
+	// Close finishes the output (a terminal keeps the last state on screen).
+	Close()
+}
+
+// Format selects a printer.
+type Format string
+
+// The output formats.
+const (
+	Auto  Format = ""      // terminal when the output is one, else plain
+	TTY   Format = "tty"   // redraw in place
+	Plain Format = "plain" // timestamped lines
+	JSON  Format = "json"  // one JSON event per line
+)
+
+// New returns a printer writing to w. isTerminal tells whether w is a terminal (for Auto).
+func New(w io.Writer, format Format, isTerminal bool, start time.Time) (Printer, error) {
+	switch format {
+	case Auto:
+		if isTerminal {
+			return &ttyPrinter{w: w, start: start, now: time.Now}, nil
+		}
+		return &plainPrinter{w: w, start: start, now: time.Now, last: map[string]string{}}, nil
+	case TTY:
+		return &ttyPrinter{w: w, start: start, now: time.Now}, nil
+	case Plain:
+		return &plainPrinter{w: w, start: start, now: time.Now, last: map[string]string{}}, nil
+	case JSON:
+		return &jsonPrinter{enc: json.NewEncoder(w), now: time.Now, last: map[string]string{}}, nil
+	default:
+		return nil, fmt.Errorf("--output: unknown format %q, expected tty, plain or json", format)
+	}
+}
+
+func dur(d time.Duration) string {
+	d = d.Round(time.Second)
+	if d < time.Minute {
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	}
+	return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+}
+
+var symbols = map[State]string{Pending: "·", Reconciling: "◌", Ready: "✓", Failed: "✗", Suspended: "‖"}
+
+// unitLines renders the unit tree of a snapshot.
+func unitLines(s Snapshot) []string {
+	if s.Graph == nil {
+		return []string{"  " + s.Release}
+	}
+	byName := map[string]Unit{}
+	for _, u := range s.Units {
+		byName[u.Name] = u
+	}
+	tree := s.Graph.Tree()
+	width := 0
+	for _, l := range tree {
+		width = max(width, len([]rune(l.Prefix+l.Unit.Name)))
+	}
+	var lines []string
+	for _, l := range tree {
+		u := byName[l.Unit.Name]
+		label := l.Prefix + u.Name
+		pad := strings.Repeat(" ", width-len([]rune(label))+1)
+		elapsed := ""
+		if !u.Started.IsZero() {
+			elapsed = dur(u.Elapsed(s.At))
+		}
+		detail := u.Message
+		if u.State == Ready {
+			detail = ""
+		} else if u.Reason != "" && u.State != Pending {
+			detail = u.Reason + ": " + u.Message
+		}
+		if len(detail) > 110 {
+			detail = detail[:107] + "..."
+		}
+		lines = append(lines, fmt.Sprintf("  %s %s%s%-11s %6s  %s", symbols[u.State], label, pad, u.State, elapsed, detail))
+		if u.State != Ready {
+			indent := strings.Repeat(" ", len([]rune(l.Prefix))+4)
+			for _, d := range u.Details {
+				lines = append(lines, "  "+indent+d)
+			}
+		}
+	}
+	return lines
+}
+
+type ttyPrinter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	start  time.Time
+	now    func() time.Time
+	phase  string
+	region []string
+}
+
+func (p *ttyPrinter) clear() {
+	if n := len(p.region); n > 0 {
+		fmt.Fprintf(p.w, "\x1b[%dA\x1b[J", n)
+	}
+}
+
+func (p *ttyPrinter) draw() {
+	for _, l := range p.region {
+		fmt.Fprintln(p.w, l)
+	}
+}
+
+func (p *ttyPrinter) print(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clear()
+	fmt.Fprintln(p.w, line)
+	p.draw()
+}
+
+func (p *ttyPrinter) Phase(name string) {
+	p.phase = name
+	p.print(fmt.Sprintf("▶ %s  (%s)", name, dur(p.now().Sub(p.start))))
+}
+
+func (p *ttyPrinter) Log(format string, args ...any) { p.print("  " + fmt.Sprintf(format, args...)) }
+
+func (p *ttyPrinter) Waiting(what string, pending []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clear()
+	p.region = []string{fmt.Sprintf("  waiting for %s (%s)", what, dur(p.now().Sub(p.start)))}
+	for _, x := range pending {
+		p.region = append(p.region, "    · "+x)
+	}
+	p.draw()
+}
+
+func (p *ttyPrinter) Units(s Snapshot) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.clear()
+	ready, total := s.Counts()
+	p.region = append([]string{fmt.Sprintf("  units: %d/%d ready, %s since start", ready, total, dur(s.At.Sub(p.start)))}, unitLines(s)...)
+	p.draw()
+}
+
+func (p *ttyPrinter) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.region = nil // leave the last state on screen
+}
+
+type plainPrinter struct {
+	w     io.Writer
+	start time.Time
+	now   func() time.Time
+	last  map[string]string
+	// lastSummary is when the pending units were last listed, for long waits.
+	lastSummary time.Time
+}
+
+func (p *plainPrinter) line(format string, args ...any) {
+	now := p.now()
+	fmt.Fprintf(p.w, "%s +%-6s %s\n", now.Format("15:04:05"), dur(now.Sub(p.start)), fmt.Sprintf(format, args...))
+}
+
+func (p *plainPrinter) Phase(name string) { p.line("▶ %s", name) }
+
+func (p *plainPrinter) Log(format string, args ...any) { p.line("  "+format, args...) }
+
+func (p *plainPrinter) Waiting(what string, pending []string) {
+	key := what + strings.Join(pending, ",")
+	if p.last["waiting"] == key && p.now().Sub(p.lastSummary) < time.Minute {
+		return
+	}
+	p.last["waiting"], p.lastSummary = key, p.now()
+	p.line("  waiting for %s: %s", what, strings.Join(pending, "; "))
+}
+
+func (p *plainPrinter) Units(s Snapshot) {
+	if s.Graph == nil {
+		if p.last["release"] != s.Release {
+			p.last["release"] = s.Release
+			p.line("  %s", s.Release)
+		}
+		return
+	}
+	for _, u := range s.Units {
+		key := string(u.State) + "|" + u.Reason + "|" + u.Message + "|" + strings.Join(u.Details, "|")
+		if p.last[u.Name] == key {
+			continue
+		}
+		p.last[u.Name] = key
+		msg := fmt.Sprintf("  unit %s: %s", u.Name, u.State)
+		if !u.Started.IsZero() && u.State != Pending {
+			msg += " after " + dur(u.Elapsed(s.At))
+		}
+		if u.State != Ready && u.Message != "" {
+			msg += " — " + strings.TrimPrefix(u.Reason+": "+u.Message, ": ")
+		}
+		p.line("%s", msg)
+		if u.State != Ready {
+			for _, d := range u.Details {
+				p.line("      %s", d)
+			}
+		}
+	}
+	if p.now().Sub(p.lastSummary) >= time.Minute {
+		p.lastSummary = p.now()
+		ready, total := s.Counts()
+		var running []string
+		for _, u := range s.Units {
+			if u.State == Reconciling || u.State == Failed {
+				running = append(running, fmt.Sprintf("%s (%s)", u.Name, dur(u.Elapsed(s.At))))
+			}
+		}
+		p.line("  %d/%d units ready; reconciling: %s", ready, total, strings.Join(running, ", "))
+	}
+}
+
+func (p *plainPrinter) Close() {}
+
+type jsonPrinter struct {
+	enc  *json.Encoder
+	now  func() time.Time
+	last map[string]string
+}
+
+type event struct {
+	Time    time.Time `json:"time"`
+	Event   string    `json:"event"`
+	Phase   string    `json:"phase,omitempty"`
+	Message string    `json:"message,omitempty"`
+	Pending []string  `json:"pending,omitempty"`
+	Unit    *Unit     `json:"unit,omitempty"`
+}
+
+func (p *jsonPrinter) emit(e event) {
+	e.Time = p.now()
+	_ = p.enc.Encode(e)
+}
+
+func (p *jsonPrinter) Phase(name string) { p.emit(event{Event: "phase", Phase: name}) }
+func (p *jsonPrinter) Log(format string, args ...any) {
+	p.emit(event{Event: "log", Message: fmt.Sprintf(format, args...)})
+}
+func (p *jsonPrinter) Waiting(what string, pending []string) {
+	key := what + strings.Join(pending, ",")
+	if p.last["waiting"] == key {
+		return
+	}
+	p.last["waiting"] = key
+	p.emit(event{Event: "waiting", Message: what, Pending: pending})
+}
+func (p *jsonPrinter) Units(s Snapshot) {
+	if s.Graph == nil {
+		if p.last["release"] != s.Release {
+			p.last["release"] = s.Release
+			p.emit(event{Event: "release", Message: s.Release})
+		}
+		return
+	}
+	for _, u := range s.Units {
+		key := string(u.State) + "|" + u.Reason + "|" + u.Message + "|" + strings.Join(u.Details, "|")
+		if p.last[u.Name] == key {
+			continue
+		}
+		p.last[u.Name] = key
+		u := u
+		p.emit(event{Event: "unit", Unit: &u})
+	}
+}
+func (p *jsonPrinter) Close() {}

@@ -1,0 +1,142 @@
+package progress
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"cluster-init.dev/cluster-init/internal/units"
+)
+
+func graph() *units.Graph {
+	u := func(name, timeout string, deps ...string) *units.Unit {
+		return &units.Unit{Name: name, Enabled: true, DependsOn: deps, Timeout: timeout}
+	}
+	return &units.Graph{Context: "bootstrap", Order: []string{"cert-manager", "capi", "capd", "cluster", "cni"}, Units: map[string]*units.Unit{
+		"cert-manager": u("cert-manager", "5m"), "capi": u("capi", "5m", "cert-manager"), "capd": u("capd", "5m", "capi"),
+		"cluster": u("cluster", "30m", "capi", "capd"), "cni": u("cni", "10m", "cluster"),
+	}}
+}
+
+func ks(name string, gen, observed int64, status metav1.ConditionStatus, reason, msg string) *kustomizev1.Kustomization {
+	k := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Name: name, Generation: gen}}
+	k.Status.ObservedGeneration = observed
+	k.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: status, Reason: reason, Message: msg}}
+	return k
+}
+
+func TestUnitsGoThroughTheirStatesAndTheBlockingUnitIsNamed(t *testing.T) {
+	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	tr := NewTracker(t0)
+	obs := Observed{Graph: graph(), Kustomizations: map[string]*kustomizev1.Kustomization{
+		"cert-manager": ks("cert-manager", 1, 1, "Unknown", "Progressing", "Reconciliation in progress"),
+		"capi":         ks("capi", 1, 1, "False", "DependencyNotReady", "Dependencies do not meet ready condition"),
+	}, Details: map[string][]string{"cluster": {"Cluster management: Provisioning"}}}
+
+	s := tr.Update(obs, t0.Add(10*time.Second))
+	want := map[string]State{"cert-manager": Reconciling, "capi": Pending, "capd": Pending, "cluster": Pending, "cni": Pending}
+	for _, u := range s.Units {
+		if u.State != want[u.Name] {
+			t.Errorf("%s: %s, want %s", u.Name, u.State, want[u.Name])
+		}
+	}
+	if u, _ := s.Unit("capi"); u.Message != "waiting for cert-manager" || !u.Started.IsZero() {
+		t.Errorf("capi: %+v", u)
+	}
+
+	obs.Kustomizations["cert-manager"] = ks("cert-manager", 1, 1, "True", "ReconciliationSucceeded", "Applied revision")
+	obs.Kustomizations["capi"] = ks("capi", 1, 1, "True", "ReconciliationSucceeded", "Applied revision")
+	obs.Kustomizations["capd"] = ks("capd", 1, 1, "Unknown", "Progressing", "Reconciliation in progress")
+	s = tr.Update(obs, t0.Add(70*time.Second))
+	obs.Kustomizations["capd"] = ks("capd", 1, 1, "True", "ReconciliationSucceeded", "Applied revision")
+	obs.Kustomizations["cluster"] = ks("cluster", 1, 1, "False", "HealthCheckFailed", "timeout waiting for Cluster")
+	s = tr.Update(obs, t0.Add(100*time.Second))
+	if u, _ := s.Unit("cert-manager"); u.State != Ready || u.Elapsed(s.At) != 60*time.Second {
+		t.Errorf("cert-manager: %s after %s", u.State, u.Elapsed(s.At))
+	}
+	// Failing but within its 30m timeout: Flux will retry.
+	if u, _ := s.Unit("cluster"); u.State != Reconciling {
+		t.Errorf("cluster within its timeout: %s", u.State)
+	}
+	s = tr.Update(obs, t0.Add(31*time.Minute+40*time.Second))
+	c := Conclude(s)
+	if len(c.Blocking) != 1 || c.Blocking[0].Name != "cluster" || c.Blocking[0].State != Failed {
+		t.Fatalf("conclusion: %+v", c)
+	}
+	if !slices.Equal(c.Waiting["cluster"], []string{"cni"}) {
+		t.Errorf("waiting on cluster: %v", c.Waiting["cluster"])
+	}
+	text := c.String()
+	for _, w := range []string{"unit cluster failed after 30m0s: HealthCheckFailed: timeout waiting for Cluster", "waiting on it: cni", "Cluster management: Provisioning"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("conclusion lacks %q:\n%s", w, text)
+		}
+	}
+	if cp := CriticalPath(s); !slices.Equal(cp, []string{"cert-manager", "capi", "capd", "cluster"}) {
+		t.Errorf("critical path %v", cp)
+	}
+}
+
+func TestANewGenerationIsNotReadyYet(t *testing.T) {
+	tr := NewTracker(time.Now())
+	obs := Observed{Graph: graph(), Kustomizations: map[string]*kustomizev1.Kustomization{
+		"cert-manager": ks("cert-manager", 2, 1, "True", "ReconciliationSucceeded", "old revision"),
+	}}
+	if u, _ := tr.Update(obs, time.Now()).Unit("cert-manager"); u.State != Reconciling {
+		t.Errorf("stale Ready: %s", u.State)
+	}
+}
+
+func TestPrinters(t *testing.T) {
+	t0 := time.Now()
+	tr := NewTracker(t0)
+	s := tr.Update(Observed{Graph: graph(), Kustomizations: map[string]*kustomizev1.Kustomization{
+		"cert-manager": ks("cert-manager", 1, 1, "True", "ReconciliationSucceeded", "ok"),
+		"capi":         ks("capi", 1, 1, "Unknown", "Progressing", "Reconciliation in progress"),
+	}}, t0.Add(5*time.Second))
+
+	var plain, tty, js bytes.Buffer
+	for _, c := range []struct {
+		w *bytes.Buffer
+		f Format
+	}{{&plain, Plain}, {&tty, TTY}, {&js, JSON}} {
+		p, err := New(c.w, c.f, false, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Phase("units")
+		p.Units(s)
+		p.Units(s) // unchanged: plain and JSON print nothing new
+		p.Close()
+	}
+	if n := strings.Count(plain.String(), "unit capi: reconciling"); n != 1 {
+		t.Errorf("plain printed capi %d times:\n%s", n, plain.String())
+	}
+	if !strings.Contains(tty.String(), "\x1b[") || !strings.Contains(tty.String(), "└── capi") {
+		t.Errorf("tty output does not redraw a tree:\n%q", tty.String())
+	}
+	lines := strings.Split(strings.TrimSpace(js.String()), "\n")
+	for _, l := range lines {
+		var e map[string]any
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Errorf("json line %q: %v", l, err)
+		}
+	}
+	if len(lines) != 1+len(s.Units) {
+		t.Errorf("json: %d events, want %d:\n%s", len(lines), 1+len(s.Units), js.String())
+	}
+
+	var html bytes.Buffer
+	if err := WriteTimeline(&html, "bootstrap test", t0, []Span{{Name: "flux", Start: t0, End: t0.Add(time.Second)}}, s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(html.String(), "<svg") || !strings.Contains(html.String(), "cert-manager") {
+		t.Error("timeline has no bars")
+	}
+}

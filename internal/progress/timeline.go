@@ -1,0 +1,135 @@
+package progress
+
+import (
+	"fmt"
+	"html/template"
+	"io"
+	"time"
+)
+
+// Span is a phase of the flow and when it ran.
+type Span struct {
+	Name       string
+	Start, End time.Time
+}
+
+// CriticalPath is the chain of units that set the finish time: from the unit that finished last,
+// each step goes back to the dependency that finished last.
+func CriticalPath(s Snapshot) []string {
+	end := func(u Unit) time.Time {
+		if u.Finished.IsZero() {
+			return s.At
+		}
+		return u.Finished
+	}
+	byName := map[string]Unit{}
+	var last *Unit
+	for i, u := range s.Units {
+		byName[u.Name] = u
+		if !u.Started.IsZero() && (last == nil || end(u).After(end(*last))) {
+			last = &s.Units[i]
+		}
+	}
+	if last == nil {
+		return nil
+	}
+	path := []string{last.Name}
+	for cur := *last; ; {
+		var prev *Unit
+		for _, d := range cur.DependsOn {
+			du, ok := byName[d]
+			if ok && (prev == nil || end(du).After(end(*prev))) {
+				prev = &du
+			}
+		}
+		if prev == nil {
+			break
+		}
+		path = append([]string{prev.Name}, path...)
+		cur = *prev
+	}
+	return path
+}
+
+type bar struct {
+	Label, Class, Title string
+	X, W, Y             float64
+	Critical            bool
+}
+
+var timelineTemplate = template.Must(template.New("timeline").Parse(`<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>{{.Title}}</title>
+<style>
+body { font: 13px sans-serif; margin: 20px; }
+.phase { fill: #9aa5b1; } .ready { fill: #3b9b59; } .reconciling { fill: #d9a520; }
+.failed { fill: #c8372d; } .pending { fill: #c4c9cf; } .suspended { fill: #7b61a8; }
+.critical { stroke: #111; stroke-width: 2.5; }
+text { font: 12px sans-serif; } .axis { stroke: #ddd; }
+</style></head><body>
+<h2>{{.Title}}</h2>
+<p>Total {{.Total}}. Critical path (outlined): {{range $i, $n := .Critical}}{{if $i}} → {{end}}{{$n}}{{end}}.</p>
+<svg width="{{.Width}}" height="{{.Height}}">
+{{range .Ticks}}<line class="axis" x1="{{.X}}" y1="0" x2="{{.X}}" y2="{{$.Height}}"/><text x="{{.X}}" y="{{$.Height}}" dy="-2">{{.Label}}</text>
+{{end}}{{range .Bars}}<text x="4" y="{{.Y}}" dy="13">{{.Label}}</text>
+<rect class="{{.Class}}{{if .Critical}} critical{{end}}" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="16"><title>{{.Title}}</title></rect>
+{{end}}</svg>
+</body></html>
+`))
+
+// WriteTimeline writes an HTML page with one bar per phase and per unit on a time axis, the
+// critical path outlined.
+func WriteTimeline(w io.Writer, title string, start time.Time, phases []Span, s Snapshot) error {
+	end := s.At
+	for _, p := range phases {
+		if p.End.After(end) {
+			end = p.End
+		}
+	}
+	total := end.Sub(start)
+	if total <= 0 {
+		total = time.Second
+	}
+	const labelWidth, plotWidth, rowHeight = 240.0, 900.0, 22.0
+	x := func(t time.Time) float64 { return labelWidth + plotWidth*t.Sub(start).Seconds()/total.Seconds() }
+	critical := map[string]bool{}
+	cp := CriticalPath(s)
+	for _, n := range cp {
+		critical[n] = true
+	}
+
+	var bars []bar
+	y := 10.0
+	for _, p := range phases {
+		bars = append(bars, bar{Label: "phase: " + p.Name, Class: "phase", X: x(p.Start), W: max(1, x(p.End)-x(p.Start)), Y: y,
+			Title: fmt.Sprintf("%s: %s", p.Name, dur(p.End.Sub(p.Start)))})
+		y += rowHeight
+	}
+	for _, u := range s.Units {
+		from, to := u.Started, u.Finished
+		if from.IsZero() {
+			from = s.At
+		}
+		if to.IsZero() {
+			to = s.At
+		}
+		bars = append(bars, bar{Label: u.Name, Class: string(u.State), X: x(from), W: max(1, x(to)-x(from)), Y: y, Critical: critical[u.Name],
+			Title: fmt.Sprintf("%s: %s, %s", u.Name, u.State, dur(u.Elapsed(s.At)))})
+		y += rowHeight
+	}
+	type tick struct {
+		X     float64
+		Label string
+	}
+	var ticks []tick
+	step := time.Minute
+	if total > 20*time.Minute {
+		step = 5 * time.Minute
+	}
+	for t := time.Duration(0); t <= total; t += step {
+		ticks = append(ticks, tick{X: x(start.Add(t)), Label: dur(t)})
+	}
+	return timelineTemplate.Execute(w, map[string]any{
+		"Title": title, "Total": dur(total), "Critical": cp, "Bars": bars, "Ticks": ticks,
+		"Width": labelWidth + plotWidth + 40, "Height": y + 20,
+	})
+}
