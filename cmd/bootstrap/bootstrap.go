@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,6 +24,8 @@ type bootstrapFlags struct {
 	timeout    time.Duration
 	output     string
 	timeline   string
+	until      string
+	keep       bool
 }
 
 func addBootstrapFlags(cmd *cobra.Command, f *bootstrapFlags) {
@@ -32,9 +35,33 @@ func addBootstrapFlags(cmd *cobra.Command, f *bootstrapFlags) {
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 60*time.Minute, "give up after this long")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "", "tty (redraw in place), plain (timestamped lines) or json (default: tty on a terminal, else plain)")
 	cmd.Flags().StringVar(&f.timeline, "timeline", "", "write an HTML timeline of the run to this file")
+	cmd.Flags().StringVar(&f.until, "until", "", "stop after this phase (validate, bootstrap cluster, flux, source, environment, units, finish)")
+	cmd.Flags().BoolVar(&f.keep, "keep-bootstrap", false, "keep the bootstrap cluster after a successful pivot")
 }
 
 func (g *globals) runBootstrap(cmd *cobra.Command, envName string, f *bootstrapFlags) error {
+	return g.runFlow(cmd, envName, f, bootstrap.Run)
+}
+
+func newApplyCommand(g *globals) *cobra.Command {
+	f := &bootstrapFlags{}
+	cmd := &cobra.Command{
+		Use:   "apply ENV",
+		Short: "Day 2: apply the environment's changed values to its management cluster and follow the roll-out",
+		Long: `apply re-applies the environment (values, secrets, source) to its self-managed management
+cluster, has the cluster-init release take the new values, and follows the units and the machines
+until the change is rolled out. The management cluster is the one bootstrap wrote the kubeconfig
+of, or --kubeconfig.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.runFlow(cmd, args[0], f, bootstrap.Apply)
+		},
+	}
+	addBootstrapFlags(cmd, f)
+	return cmd
+}
+
+func (g *globals) runFlow(cmd *cobra.Command, envName string, f *bootstrapFlags, run func(context.Context, bootstrap.Options) (*bootstrap.Result, error)) error {
 	w, err := g.open(envName)
 	if err != nil {
 		return err
@@ -65,17 +92,19 @@ func (g *globals) runBootstrap(cmd *cobra.Command, envName string, f *bootstrapF
 	if err != nil {
 		return err
 	}
-	res, err := bootstrap.Run(cmd.Context(), bootstrap.Options{
-		RepoRoot:    w.root,
-		Env:         w.env,
-		Overrides:   overrides,
-		KubeVersion: w.pins["KUBERNETES_VERSION"],
-		Kubeconfig:  f.kubeconfig,
-		Source:      f.source,
-		StateDir:    stateDir,
-		Timeout:     f.timeout,
-		Timeline:    f.timeline,
-		Out:         printer,
+	res, err := run(cmd.Context(), bootstrap.Options{
+		RepoRoot:      w.root,
+		Env:           w.env,
+		Overrides:     overrides,
+		KubeVersion:   w.pins["KUBERNETES_VERSION"],
+		Kubeconfig:    f.kubeconfig,
+		Source:        f.source,
+		StateDir:      stateDir,
+		Timeout:       f.timeout,
+		Timeline:      f.timeline,
+		Until:         f.until,
+		KeepBootstrap: f.keep,
+		Out:           printer,
 	})
 	if res != nil && len(res.Phases) > 0 {
 		fmt.Fprintln(out, "\nphases:")

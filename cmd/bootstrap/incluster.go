@@ -15,6 +15,7 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/copyvalues"
 	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/pivot"
 )
 
 // inClusterFlags are the flags of the commands that run in a Job of the bootstrap cluster.
@@ -31,15 +32,7 @@ func (f *inClusterFlags) add(cmd *cobra.Command) {
 
 // connect returns the cluster the Job runs in and the management cluster.
 func (f *inClusterFlags) connect(ctx context.Context) (here, management *kube.Cluster, err error) {
-	if f.namespace == "" {
-		return nil, nil, fmt.Errorf("--namespace is required (or $POD_NAMESPACE)")
-	}
-	cfg, err := ctrlconfig.GetConfig()
-	if err != nil {
-		return nil, nil, fmt.Errorf("in-cluster configuration: %w", err)
-	}
-	here, err = kube.FromKubeconfig("bootstrap", restToKubeconfig(cfg.Host, cfg.BearerToken, cfg.BearerTokenFile, cfg.CAFile, cfg.CAData))
-	if err != nil {
+	if here, err = f.here(); err != nil {
 		return nil, nil, err
 	}
 	s := &corev1.Secret{}
@@ -48,6 +41,18 @@ func (f *inClusterFlags) connect(ctx context.Context) (here, management *kube.Cl
 	}
 	management, err = kube.FromKubeconfig("management", s.Data["value"])
 	return here, management, err
+}
+
+// here connects to the cluster the Job runs in.
+func (f *inClusterFlags) here() (*kube.Cluster, error) {
+	if f.namespace == "" {
+		return nil, fmt.Errorf("--namespace is required (or $POD_NAMESPACE)")
+	}
+	cfg, err := ctrlconfig.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("in-cluster configuration: %w", err)
+	}
+	return kube.FromKubeconfig("bootstrap", restToKubeconfig(cfg.Host, cfg.BearerToken, cfg.BearerTokenFile, cfg.CAFile, cfg.CAData))
 }
 
 // restToKubeconfig writes the in-cluster credentials as a kubeconfig, the form every client of
@@ -84,5 +89,46 @@ func newCopyValuesCommand() *cobra.Command {
 		},
 	}
 	f.add(cmd)
+	return cmd
+}
+
+func newPivotCommand() *cobra.Command {
+	f := &inClusterFlags{}
+	var clusterName, failOnceAfter string
+	cmd := &cobra.Command{
+		Use:    "pivot",
+		Short:  "Move the cluster definitions into the management cluster (runs in the pivot Job)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Not connect: the kubeconfig Secret moves away during the pivot; the pivot keeps a copy.
+			here, err := f.here()
+			if err != nil {
+				return err
+			}
+			work, err := os.MkdirTemp("", "pivot-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(work)
+			out := cmd.OutOrStdout()
+			return pivot.Run(cmd.Context(), pivot.Options{
+				Bootstrap:           here,
+				BootstrapKubeconfig: here.Kubeconfig,
+				Namespace:           f.namespace,
+				Cluster:             clusterName,
+				KubeconfigSecret:    f.kubeconfigSecret,
+				WorkDir:             work,
+				FailOnceAfter:       failOnceAfter,
+				Log: func(format string, a ...any) {
+					fmt.Fprintf(out, "%s %s\n", time.Now().Format(time.RFC3339), fmt.Sprintf(format, a...))
+				},
+			})
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringVar(&clusterName, "cluster", "", "the Cluster API cluster to pivot")
+	cmd.Flags().StringVar(&failOnceAfter, "fail-once-after", os.Getenv("CLUSTER_INIT_PIVOT_FAIL_ONCE_AFTER"), "test hook: exit with an error after this step, once")
+	_ = cmd.MarkFlagRequired("cluster")
 	return cmd
 }

@@ -41,7 +41,11 @@ path.`,
 		newValidateCommand(g),
 		newUnitsCommand(g),
 		newImagesCommand(g),
+		newApplyCommand(g),
+		newStatusCommand(g),
+		newCleanupCommand(g),
 		newCopyValuesCommand(),
+		newPivotCommand(),
 	)
 	return root
 }

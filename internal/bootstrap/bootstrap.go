@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -39,7 +41,11 @@ type Options struct {
 	Timeout time.Duration
 	// Timeline, when set, is an HTML file the run's timeline is written to.
 	Timeline string
-	Out      progress.Printer
+	// Until, when set, stops the run after the phase of that name.
+	Until string
+	// KeepBootstrap keeps the bootstrap cluster after a successful pivot.
+	KeepBootstrap bool
+	Out           progress.Printer
 }
 
 // Result is what a finished (or failed) run saw.
@@ -47,6 +53,8 @@ type Result struct {
 	Phases    []progress.Span
 	Units     progress.Snapshot
 	Bootstrap string // kubeconfig path of the bootstrap cluster, if kind
+	// Management is the kubeconfig path of the self-managed management cluster.
+	Management string
 	// Conclusion and Diagnostics are set when the run failed while following the units.
 	Conclusion  *progress.Conclusion
 	Diagnostics string
@@ -77,6 +85,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
 		defer cancel()
 	}
+	if opts.Kubeconfig != "" {
+		// The existing cluster keeps managing the new one: nothing to pivot.
+		opts.Overrides = append(opts.Overrides, values.FromMap("(--kubeconfig: no pivot)",
+			map[string]any{"units": map[string]any{pivotUnit: map[string]any{"enabled": false}}}))
+	}
 	f := &flow{opts: opts, out: opts.Out, start: time.Now(), result: &Result{}}
 	defer opts.Out.Close()
 
@@ -87,6 +100,10 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		{"source", f.publishSource},
 		{"environment", f.applyEnvironment},
 		{"units", f.followUnits},
+		{"finish", f.finish},
+	}
+	if opts.Until != "" && !slices.ContainsFunc(phases, func(p phase) bool { return p.name == opts.Until }) {
+		return f.result, fmt.Errorf("--until: no phase %q (phases: %s)", opts.Until, phaseNames(phases))
 	}
 	for _, p := range phases {
 		f.out.Phase(p.name)
@@ -100,9 +117,21 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			}
 			return f.result, err
 		}
+		if p.name == opts.Until {
+			f.out.Log("stopping after phase %q (--until); run again without --until to continue", p.name)
+			break
+		}
 	}
 	f.writeTimeline()
 	return f.result, nil
+}
+
+func phaseNames(phases []phase) string {
+	names := make([]string, len(phases))
+	for i, p := range phases {
+		names[i] = p.name
+	}
+	return strings.Join(names, ", ")
 }
 
 func (f *flow) writeTimeline() {

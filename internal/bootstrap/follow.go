@@ -22,11 +22,11 @@ const pollInterval = 3 * time.Second
 // concludes that it cannot.
 const releaseGrace = 10 * time.Minute
 
-// pendingPivot: the pivot unit is followed by the pivot phase, not here.
+// pivotUnit is the unit of the pivot Job.
 const pivotUnit = "pivot"
 
-// followUnits follows every unit until all (but the pivot) are ready, a unit fails, or the run
-// times out; then it concludes what blocks and writes the diagnostics bundle.
+// followUnits follows every unit until all are ready (the pivot included), a unit fails, or the
+// run times out; then it concludes what blocks and writes the diagnostics bundle.
 func (f *flow) followUnits(ctx context.Context) error {
 	clusterName := nestedString(f.values, "cluster", "name")
 	src := progress.Source{Cluster: f.bootstrap, Namespace: environment.Namespace, Release: render.ReleaseName,
@@ -45,8 +45,8 @@ func (f *flow) followUnits(ctx context.Context) error {
 			snap := tracker.Update(obs, time.Now())
 			f.result.Units = snap
 			f.out.Units(snap)
-			if snap.Graph != nil && f.unitsDone(snap) {
-				f.out.Log("management cluster %s is ready: every unit but the pivot is ready, Flux runs in it", clusterName)
+			if snap.Graph != nil && unitsDone(snap) {
+				f.out.Log("every unit is ready")
 				return nil
 			}
 			if failed := anyFailed(snap); failed || (snap.Graph == nil && time.Since(start) > releaseGrace) {
@@ -61,9 +61,9 @@ func (f *flow) followUnits(ctx context.Context) error {
 	}
 }
 
-func (f *flow) unitsDone(s progress.Snapshot) bool {
+func unitsDone(s progress.Snapshot) bool {
 	for _, u := range s.Units {
-		if u.Name != pivotUnit && u.State != progress.Ready {
+		if u.State != progress.Ready {
 			return false
 		}
 	}

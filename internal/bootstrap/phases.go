@@ -30,6 +30,11 @@ func (f *flow) renderOptions(context string) render.Options {
 
 // validate checks the environment in every context before anything is created.
 func (f *flow) validate(ctx context.Context) error {
+	if f.opts.Kubeconfig == "" {
+		if err := alreadyBootstrapped(ctx, f.opts.StateDir, f.opts.Env.Name); err != nil {
+			return err
+		}
+	}
 	reports, err := validate.Environment(ctx, f.renderOptions(""))
 	if err != nil {
 		return fmt.Errorf("environment %s is invalid, nothing was created:\n%w", f.opts.Env.Name, err)

@@ -99,7 +99,7 @@ func (m *Manager) Ensure(ctx context.Context, cfg Config) (c *kube.Cluster, crea
 		return nil, false, err
 	}
 	if exists {
-		c, err := m.connect(cfg.Name)
+		c, err := m.Connect(cfg.Name)
 		if err == nil {
 			err = checkMarker(ctx, c, cfg)
 		}
@@ -117,7 +117,7 @@ func (m *Manager) Ensure(ctx context.Context, cfg Config) (c *kube.Cluster, crea
 	if err := m.create(cfg); err != nil {
 		return nil, false, err
 	}
-	c, err = m.connect(cfg.Name)
+	c, err = m.Connect(cfg.Name)
 	if err != nil {
 		return nil, true, err
 	}
@@ -192,7 +192,8 @@ func (m *Manager) create(cfg Config) error {
 	return os.Chmod(m.KubeconfigPath(cfg.Name), 0o600)
 }
 
-func (m *Manager) connect(name string) (*kube.Cluster, error) {
+// Connect returns a connection to an existing kind cluster.
+func (m *Manager) Connect(name string) (*kube.Cluster, error) {
 	kubeconfig, err := m.provider.KubeConfig(name, false)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig of kind cluster %s: %w", name, err)

@@ -289,3 +289,12 @@ func (p *jsonPrinter) Units(s Snapshot) {
 	}
 }
 func (p *jsonPrinter) Close() {}
+
+// WriteStatus prints a snapshot once: the state of the release, or the unit tree.
+func WriteStatus(w io.Writer, title string, s Snapshot) {
+	ready, total := s.Counts()
+	fmt.Fprintf(w, "%s: %d/%d units ready\n", title, ready, total)
+	for _, l := range unitLines(s) {
+		fmt.Fprintln(w, l)
+	}
+}

@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	unstructuredv1 "k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,10 +40,7 @@ func (s Source) Observe(ctx context.Context) (Observed, error) {
 	err := c.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: units.ConfigMapName}, cm)
 	switch {
 	case err == nil:
-		u := &unstructuredv1.Unstructured{}
-		u.SetName(cm.Name)
-		u.Object["data"] = toAny(cm.Data)
-		if obs.Graph, err = units.FromConfigMap(u); err != nil {
+		if obs.Graph, err = units.FromData(cm.Data); err != nil {
 			return obs, err
 		}
 	case apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err):
@@ -77,14 +73,6 @@ func (s Source) Observe(ctx context.Context) (Observed, error) {
 		obs.Details[s.ClusterUnit] = details
 	}
 	return obs, nil
-}
-
-func toAny(m map[string]string) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 func describeCondition(conds []metav1.Condition, what string) string {

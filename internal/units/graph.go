@@ -41,12 +41,17 @@ type Graph struct {
 // FromConfigMap reads the graph from the chart's cluster-init-units ConfigMap.
 func FromConfigMap(cm *unstructured.Unstructured) (*Graph, error) {
 	data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+	return FromData(data)
+}
+
+// FromData reads the graph from the data of the cluster-init-units ConfigMap.
+func FromData(data map[string]string) (*Graph, error) {
 	var raw struct {
 		Units map[string]*Unit `json:"units"`
 		Order []string         `json:"order"`
 	}
 	if err := json.Unmarshal([]byte(data["units.json"]), &raw); err != nil {
-		return nil, fmt.Errorf("read unit graph from ConfigMap %s: %w", cm.GetName(), err)
+		return nil, fmt.Errorf("read unit graph from ConfigMap %s: %w", ConfigMapName, err)
 	}
 	for name, u := range raw.Units {
 		u.Name = name

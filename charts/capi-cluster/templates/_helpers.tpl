@@ -34,7 +34,11 @@ Input: (list $root $role).
 {{- $role := index . 1 -}}
 {{- $c := $root.Values.cluster -}}
 {{- if eq $c.providers.infrastructure "capd" -}}
-{{- dict "customImage" $c.capd.node_image | toJson -}}
+{{- $spec := dict "customImage" $c.capd.node_image -}}
+{{- if $c.capd.docker_socket -}}
+  {{- $_ := set $spec "extraMounts" (list (dict "containerPath" "/var/run/docker.sock" "hostPath" "/var/run/docker.sock")) -}}
+{{- end -}}
+{{- toJson $spec -}}
 {{- else -}}
 {{- $spec := dict
       "flavor" (index $c $role).flavor

@@ -15,7 +15,7 @@ wrapper_for() {
   dir=$(mod_dir "$module" "$version")
   body="require $module $version"$'\n\n'"$(replaces_of "$dir/go.mod" "$localver")"$'\n'
   for t in "$@"; do body+=$'\n'"tool $t"; done
-  go_wrapper "$name" "$body"
+  go_wrapper "$name" "$body" "$dir/go.sum"
 }
 
 # Node runtime: containerd, runc, CNI plugins, crictl (kind's base image builds the same).
@@ -124,7 +124,7 @@ build_flux() {
     local dir body
     dir=$(mod_dir "$m" "$v")
     body="require $m $v"$'\n\n'"$(replaces_of "$dir/go.mod")"$'\n'"$extra"$'\n\n'"tool $m"
-    wrap=$(go_wrapper "flux-$c" "$body")
+    wrap=$(go_wrapper "flux-$c" "$body" "$dir/go.sum")
     key=$(bin_key "flux-$c" "$v" "$(basename "$wrap")" "-s -w" cgo0)
     case $c in
       source-controller) FLUX_SOURCE_BIN=$CACHE/bin/$key ;;
@@ -167,7 +167,7 @@ build_capi() {
     printf '\t%s\n' "$m/bootstrap/kubeadm" "$m/controlplane/kubeadm" "$m/core" "$t/infrastructure/docker"
     printf ')\n'
   )
-  wrap=$(go_wrapper cluster-api "$body")
+  wrap=$(go_wrapper cluster-api "$body" "$dir/go.sum" "$(mod_dir "$m" "$CLUSTER_API_VERSION")/go.sum")
   commit=$(mod_info "$m" "$CLUSTER_API_VERSION" .Origin.Hash)
   date=$(mod_info "$m" "$CLUSTER_API_VERSION" .Time)
   minor=${CLUSTER_API_VERSION#v1.}

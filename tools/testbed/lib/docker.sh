@@ -20,6 +20,14 @@ docker_start() {
   die "dockerd did not come up within 60s"
 }
 
+# docker_ready: a running engine with the sandbox fixes this host needs (the runtime
+# wrapper lives in the cache: a deleted cache is repaired here).
+docker_ready() {
+  docker_start
+  sandbox_detect
+  docker_capfix
+}
+
 # ---------------------------------------------------------------------------------------
 # Sandbox detection. Each fix is applied only when the host needs it, and the detected
 # state is part of the cache key of what it changes (SANDBOX_FINGERPRINT).
@@ -135,8 +143,12 @@ build_image() {
     log "    $ref: up to date"
   else
     log "    $ref: building"
-    DOCKER_BUILDKIT=0 docker build -q --label "$INPUT_HASH_LABEL=$h" -t "$ref" "$ctx" >/dev/null ||
-      die "docker build of $ref failed (context: $ctx)"
+    local logf
+    logf=$CACHE/logs/docker-build-$(basename "$ctx").log
+    if ! DOCKER_BUILDKIT=0 docker build --label "$INPUT_HASH_LABEL=$h" -t "$ref" "$ctx" >"$logf" 2>&1; then
+      tail -n 20 "$logf" >&2
+      die "docker build of $ref failed (context: $ctx, log: $logf)"
+    fi
   fi
   local t
   for t in "$@"; do docker tag "$ref" "$t"; done

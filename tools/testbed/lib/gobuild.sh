@@ -8,10 +8,14 @@
 # Binaries land in $CACHE/bin/<key>/, where the key covers the module versions, the wrapper,
 # the build flags and the Go version: an existing binary is never rebuilt.
 
-# go_wrapper NAME BODY: create (once) the wrapper module NAME whose go.mod holds BODY after
-# the module and go lines; print its directory. BODY holds require/replace/tool directives.
+# go_wrapper NAME BODY [GOSUM...]: create (once) the wrapper module NAME whose go.mod holds
+# BODY after the module and go lines; print its directory. BODY holds require/replace/tool
+# directives. The GOSUM files (the upstream modules' go.sum) seed the wrapper's go.sum: the
+# checksum database has no entry for some dependencies (it answers 404), and the hashes the
+# upstream project recorded are the ones to check them against anyway.
 go_wrapper() {
   local name=$1 body=$2
+  shift 2
   local goline
   goline="go $(go env GOVERSION | sed -E 's/^go([0-9]+\.[0-9]+).*/\1/').0"
   local dir
@@ -19,13 +23,21 @@ go_wrapper() {
   if [[ ! -f $dir/.tidy-done ]]; then
     mkdir -p "$dir"
     printf 'module cluster-init.testbed/%s\n\n%s\n\n%s\n' "$name" "$goline" "$body" >"$dir/go.mod"
+    local f seeds=()
+    for f in "$@"; do if [[ -f $f ]]; then seeds+=("$f"); fi; done
+    if ((${#seeds[@]})); then LC_ALL=C sort -u "${seeds[@]}" >"$dir/go.sum"; fi
     log "    resolving wrapper module $name (go mod tidy)"
     # -e: tidy also resolves the test imports of the tools' packages, and some of those
-    # modules are refused by the module proxy here; they are not needed to build. A module
-    # that is really missing makes the build fail, naming it.
+    # modules are refused by the module proxy here; they are not needed to build.
     if ! (cd "$dir" && go mod tidy -e >"$CACHE/logs/tidy-$name.log" 2>&1); then
       tail -n 30 "$CACHE/logs/tidy-$name.log" >&2
       die "go mod tidy failed for wrapper $name (log: $CACHE/logs/tidy-$name.log)"
+    fi
+    # Every package the tools need must now resolve and verify ("tool" is the pattern of
+    # the go.mod tool directives); otherwise the wrapper is not kept.
+    if ! (cd "$dir" && go list -deps tool >/dev/null 2>>"$CACHE/logs/tidy-$name.log"); then
+      grep -v '^go: downloading' "$CACHE/logs/tidy-$name.log" | tail -n 30 >&2
+      die "wrapper $name does not resolve (log: $CACHE/logs/tidy-$name.log)"
     fi
     touch "$dir/.tidy-done"
   fi

@@ -16,7 +16,7 @@ k8s_prepare() {
   body+=$(awk '$2 == "=>" && $3 ~ /^\.\/staging\// { print "replace " $1 " => " $1 " '"$staging"'" }' "$mod/go.mod")
   body+=$'\n\n'
   for c in "${K8S_COMMANDS[@]}"; do body+="tool k8s.io/kubernetes/cmd/$c"$'\n'; done
-  K8S_WRAP=$(go_wrapper kubernetes "$body")
+  K8S_WRAP=$(go_wrapper kubernetes "$body" "$mod/go.sum")
 
   # Version stamps as the release build sets them (hack/lib/version.sh); the build date is
   # the release's tag time recorded by the module proxy.
@@ -51,7 +51,7 @@ build_etcd() {
   local mod body wrap ldflags
   mod=$(mod_dir go.etcd.io/etcd/server/v3 "$ETCD_VERSION")
   body="require go.etcd.io/etcd/server/v3 $ETCD_VERSION"$'\n\n'"$(replaces_of "$mod/go.mod")"$'\n\n'"tool go.etcd.io/etcd/server/v3"
-  wrap=$(go_wrapper etcd "$body")
+  wrap=$(go_wrapper etcd "$body" "$mod/go.sum")
   ldflags="-s -w"
   ETCD_KEY=$(bin_key etcd "$ETCD_VERSION" "$(basename "$wrap")" "$ldflags" cgo0)
   ETCD_BIN=$CACHE/bin/$ETCD_KEY

@@ -94,9 +94,11 @@ node_assemble() {
   docker exec "$c" bash -c 'nohup containerd >/tmp/containerd.log 2>&1 &'
   docker exec "$c" bash -c 'for i in $(seq 30); do [ -S /run/containerd/containerd.sock ] && ctr version >/dev/null 2>&1 && exit 0; sleep 1; done; cat /tmp/containerd.log; exit 1' ||
     die "containerd did not start in the node build container"
+  # (ctr's stderr only warns that cgroup v1 is deprecated on such hosts.)
   docker save "$@" | docker exec -i "$c" ctr --namespace=k8s.io images import \
-    --label=io.cri-containerd.pinned=pinned --all-platforms --no-unpack --digests - >/dev/null
-  log "    preloaded: $(docker exec "$c" ctr --namespace=k8s.io images list -q | grep -vc '^sha256:') image references"
+    --label=io.cri-containerd.pinned=pinned --all-platforms --no-unpack --digests - >/dev/null 2>"$CACHE/logs/node-import.log" ||
+    die "image import into the node failed: $(cat "$CACHE/logs/node-import.log")"
+  log "    preloaded: $(docker exec "$c" ctr --namespace=k8s.io images list -q 2>/dev/null | grep -vc '^sha256:') image references"
   docker exec "$c" pkill containerd || true
   docker exec "$c" bash -c 'for i in $(seq 20); do pgrep -x containerd >/dev/null || exit 0; sleep 0.5; done; exit 1' || true
   docker exec "$c" rm -f /tmp/containerd.log

@@ -1,0 +1,111 @@
+// Package cleanup removes what a bootstrap created: the Cluster API cluster (deleted through
+// Cluster API while the bootstrap cluster still runs its controllers, so that machines go away
+// cleanly), the kind bootstrap cluster, and any CAPD machine container left over.
+package cleanup
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cluster-init.dev/cluster-init/internal/kindcluster"
+	"cluster-init.dev/cluster-init/internal/kube"
+)
+
+// Target is what to remove.
+type Target struct {
+	Environment string
+	Kind        string // the kind cluster's name
+	Namespace   string // where the Cluster API cluster is defined
+	Cluster     string // the Cluster API cluster's name
+	CAPD        bool   // its machines are containers of this host
+}
+
+// Run removes the target, reporting each step.
+func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string, ...any)) error {
+	exists, err := m.Exists(t.Kind)
+	if err != nil {
+		return err
+	}
+	if exists {
+		c, err := m.Connect(t.Kind)
+		if err != nil {
+			return err
+		}
+		if err := kindcluster.CheckMarker(ctx, c, t.Environment); err != nil {
+			return fmt.Errorf("kind cluster %s: %w: not deleting it", t.Kind, err)
+		}
+		if err := deleteCluster(ctx, c, t, log); err != nil {
+			log("could not delete Cluster %s through Cluster API: %v (removing its containers directly)", t.Cluster, err)
+		}
+		log("deleting kind cluster %s", t.Kind)
+		if err := m.Delete(t.Kind); err != nil {
+			return err
+		}
+	} else {
+		log("no kind cluster %s", t.Kind)
+	}
+	if !t.CAPD {
+		log("the machines of %s are not containers of this host: delete them from the management cluster", t.Cluster)
+		return nil
+	}
+	return removeContainers(ctx, t.Cluster, log)
+}
+
+// deleteCluster deletes the Cluster API cluster from the bootstrap cluster and waits until its
+// controllers have removed it.
+func deleteCluster(ctx context.Context, c *kube.Cluster, t Target, log func(string, ...any)) error {
+	cl := &clusterv1.Cluster{}
+	err := c.Client.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Cluster}, cl)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log("deleting Cluster %s/%s (its machines go with it)", t.Namespace, t.Cluster)
+	if err := c.Client.Delete(ctx, cl); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	for {
+		err := c.Client.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Cluster}, &clusterv1.Cluster{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("still deleting after 5m")
+		case <-time.After(3 * time.Second):
+		}
+	}
+}
+
+// removeContainers removes the containers CAPD made for the cluster (label io.x-k8s.kind.cluster).
+func removeContainers(ctx context.Context, cluster string, log func(string, ...any)) error {
+	out, err := exec.CommandContext(ctx, "docker", "ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster="+cluster).Output()
+	if err != nil {
+		return fmt.Errorf("list the containers of %s: %w", cluster, err)
+	}
+	ids := strings.Fields(string(out))
+	if len(ids) == 0 {
+		log("no container of %s left", cluster)
+		return nil
+	}
+	log("removing %d containers of %s", len(ids), cluster)
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "docker", append([]string{"rm", "-f", "-v"}, ids...)...)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("remove the containers of %s: %w: %s", cluster, err, stderr.String())
+	}
+	return nil
+}

@@ -1,0 +1,185 @@
+//go:build e2e
+
+// Package e2e runs the real thing on the offline test bed: `bootstrap kubeadm-capd` from a clean
+// state through the pivot, day 2 with `bootstrap apply`, and the fault cases. Start the test bed
+// first (tools/testbed/up), then: go test -tags e2e -timeout 3h -v ./internal/e2e
+//
+// Each test reports its figures (wall time per phase and in total, peak memory of the bootstrap
+// process) with t.Logf.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"cluster-init.dev/cluster-init/internal/checkout"
+)
+
+var (
+	repo      string
+	binary    string
+	stateDir  string
+	testbedVs string
+)
+
+func TestMain(m *testing.M) {
+	root, err := checkout.Root(".")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	repo = root
+	testbedVs = os.Getenv("CLUSTER_INIT_TESTBED_VALUES")
+	if testbedVs == "" {
+		home, _ := os.UserHomeDir()
+		testbedVs = filepath.Join(home, ".cache", "cluster-init", "testbed-values.yaml")
+	}
+	if _, err := os.Stat(testbedVs); err != nil {
+		fmt.Fprintf(os.Stderr, "the test bed is not up (no %s): run tools/testbed/up first\n", testbedVs)
+		os.Exit(1)
+	}
+	dir, err := os.MkdirTemp("", "cluster-init-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "bootstrap")
+	build := exec.Command("go", "build", "-o", binary, "./cmd/bootstrap")
+	build.Dir, build.Stdout, build.Stderr = repo, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		os.Exit(1)
+	}
+	stateDir = filepath.Join(dir, "state")
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// run is one run of the bootstrap binary.
+type run struct {
+	args     []string
+	output   bytes.Buffer
+	err      error
+	wall     time.Duration
+	maxRSSKB int64
+	phases   map[string]time.Duration
+}
+
+// bootstrap runs the CLI with the test bed values; onLine, if set, sees every output line and can
+// kill the process by returning true.
+func bootstrap(t *testing.T, ctx context.Context, onLine func(string) bool, args ...string) *run {
+	t.Helper()
+	r := &run{args: args, phases: map[string]time.Duration{}}
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "CLUSTER_INIT_STATE_DIR="+stateDir)
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		killed := false
+		for sc.Scan() {
+			line := sc.Text()
+			r.output.WriteString(line + "\n")
+			t.Log(line)
+			if onLine != nil && !killed && onLine(line) {
+				killed = true
+				_ = cmd.Process.Signal(syscall.SIGKILL)
+			}
+		}
+	}()
+	r.err = cmd.Wait()
+	pw.Close()
+	wg.Wait()
+	r.wall = time.Since(start)
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.maxRSSKB = ru.Maxrss
+	}
+	phase := regexp.MustCompile(`^\s{2}(\S.*?)\s{2,}(\d+(?:h\d+m)?(?:\d+m)?\d+s|\d+m\d+s|\d+s)$`)
+	inPhases := false
+	for _, l := range strings.Split(r.output.String(), "\n") {
+		if l == "phases:" {
+			inPhases = true
+			continue
+		}
+		if m := phase.FindStringSubmatch(l); inPhases && m != nil {
+			d, _ := time.ParseDuration(m[2])
+			r.phases[strings.TrimSpace(m[1])] = d
+		}
+	}
+	return r
+}
+
+func (r *run) report(t *testing.T, name string) {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: wall %s, peak RSS of bootstrap %.0f MiB;", name, r.wall.Round(time.Second), float64(r.maxRSSKB)/1024)
+	for _, p := range []string{"validate", "bootstrap cluster", "flux", "source", "environment", "units", "finish", "management cluster", "machines", "total"} {
+		if d, ok := r.phases[p]; ok {
+			fmt.Fprintf(&b, " %s %s;", p, d)
+		}
+	}
+	t.Log(b.String())
+}
+
+func kubectl(t *testing.T, kubeconfig string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func docker(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("docker", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// cleanup removes what an environment's bootstrap created.
+func cleanup(t *testing.T, env string) {
+	t.Helper()
+	r := bootstrap(t, context.Background(), nil, "cleanup", env)
+	if r.err != nil {
+		t.Errorf("cleanup %s: %v", env, r.err)
+	}
+	os.RemoveAll(filepath.Join(stateDir, "environments"))
+}
+
+func kindClusters(t *testing.T) []string {
+	t.Helper()
+	out := docker(t, "ps", "-a", "--filter", "label=io.x-k8s.kind.role", "--format", `{{.Label "io.x-k8s.kind.cluster"}}`)
+	seen := map[string]bool{}
+	var names []string
+	for _, n := range strings.Fields(out) {
+		if !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	return names
+}
