@@ -71,6 +71,8 @@ type flow struct {
 	bootstrap *kube.Cluster
 	source    map[string]any
 	result    *Result
+	// pivotStarted: a previous run's pivot has started; the bootstrap cluster is frozen.
+	pivotStarted bool
 }
 
 type phase struct {

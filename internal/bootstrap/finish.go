@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -62,21 +63,35 @@ func (f *flow) finish(ctx context.Context) error {
 	return f.kind.Delete(kindName)
 }
 
-// pivotComplete reads the pivot's recorded progress in the bootstrap cluster.
-func (f *flow) pivotComplete(ctx context.Context) error {
+// pivotSteps returns the steps the pivot recorded as done in the bootstrap cluster, nil when it
+// has not started.
+func (f *flow) pivotSteps(ctx context.Context) ([]string, error) {
 	cm := &corev1.ConfigMap{}
-	if err := f.bootstrap.Client.Get(ctx, client.ObjectKey{Namespace: environment.Namespace, Name: pivot.StateConfigMap}, cm); err != nil {
-		return fmt.Errorf("the pivot recorded no progress: %w", err)
+	err := f.bootstrap.Client.Get(ctx, client.ObjectKey{Namespace: environment.Namespace, Name: pivot.StateConfigMap}, cm)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the pivot's progress: %w", err)
 	}
 	var st struct {
 		Done []string `json:"done"`
 	}
 	if err := json.Unmarshal([]byte(cm.Data["state.json"]), &st); err != nil {
-		return fmt.Errorf("pivot state: %w", err)
+		return nil, fmt.Errorf("pivot state: %w", err)
+	}
+	return st.Done, nil
+}
+
+// pivotComplete fails unless the pivot recorded every step as done.
+func (f *flow) pivotComplete(ctx context.Context) error {
+	done, err := f.pivotSteps(ctx)
+	if err != nil {
+		return err
 	}
 	for _, s := range pivot.Steps {
-		if !slices.Contains(st.Done, s) {
-			return fmt.Errorf("the pivot did not finish: step %s not done (done: %v)", s, st.Done)
+		if !slices.Contains(done, s) {
+			return fmt.Errorf("the pivot did not finish: step %s not done (done: %v)", s, done)
 		}
 	}
 	return nil

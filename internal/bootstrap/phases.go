@@ -9,7 +9,10 @@ import (
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/fluxcd/pkg/ssa"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"cluster-init.dev/cluster-init/internal/apply"
 	"cluster-init.dev/cluster-init/internal/environment"
@@ -133,6 +136,22 @@ func (f *flow) installFlux(ctx context.Context) error {
 // publishSource makes the checkout reachable by the clusters: pushed next to kind (oci) or as
 // the checkout's commit (git).
 func (f *flow) publishSource(ctx context.Context) error {
+	// Once the pivot has started, the bootstrap cluster is frozen: a new revision would reach
+	// units it suspended and the pivot Job; keep what is published.
+	if f.bootstrap != nil && f.kind != nil {
+		if done, err := f.pivotSteps(ctx); err != nil {
+			return err
+		} else if len(done) > 0 {
+			src, err := f.publishedSource(ctx)
+			if err != nil {
+				return err
+			}
+			f.source = src
+			f.pivotStarted = true
+			f.out.Log("the pivot has started (done: %s): keeping the published source", strings.Join(done, ", "))
+			return nil
+		}
+	}
 	switch f.opts.Source {
 	case "oci":
 		reg := localregistry.Registry{
@@ -176,6 +195,21 @@ func (f *flow) publishSource(ctx context.Context) error {
 	return nil
 }
 
+// publishedSource reads the source values applied by a previous run.
+func (f *flow) publishedSource(ctx context.Context) (map[string]any, error) {
+	cm := &corev1.ConfigMap{}
+	if err := f.bootstrap.Client.Get(ctx, client.ObjectKey{Namespace: environment.Namespace, Name: render.SourceConfigMap}, cm); err != nil {
+		return nil, fmt.Errorf("the published source: %w", err)
+	}
+	var vals struct {
+		Source map[string]any `json:"source"`
+	}
+	if err := yaml.Unmarshal([]byte(cm.Data["values.yaml"]), &vals); err != nil {
+		return nil, fmt.Errorf("the published source: %w", err)
+	}
+	return vals.Source, nil
+}
+
 func orUnknown(s string) string {
 	if s == "" {
 		return "not a git checkout"
@@ -186,6 +220,10 @@ func orUnknown(s string) string {
 // applyEnvironment applies the environment's values and secrets, the source values and the
 // cluster-init release (the build of the cluster-init unit, which Flux then keeps in sync).
 func (f *flow) applyEnvironment(ctx context.Context) error {
+	if f.pivotStarted {
+		f.out.Log("the pivot has started: the environment stays as it was applied")
+		return nil
+	}
 	res, err := render.Render(ctx, f.renderOptions(render.ContextBootstrap))
 	if err != nil {
 		return err
@@ -244,7 +282,9 @@ func (f *flow) applyAndWait(ctx context.Context, c *kube.Cluster, what string, o
 				list = append(list, fmt.Sprintf("%s: %s", p.Object, p.Message))
 			}
 		}
-		f.out.Waiting(what, list)
+		if len(list) > 0 {
+			f.out.Waiting(what, list)
+		}
 	})
 }
 

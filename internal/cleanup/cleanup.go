@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,8 +61,13 @@ func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string,
 }
 
 // deleteCluster deletes the Cluster API cluster from the bootstrap cluster and waits until its
-// controllers have removed it.
+// controllers have removed it. Without running controllers nothing would remove it: the
+// containers are removed directly instead.
 func deleteCluster(ctx context.Context, c *kube.Cluster, t Target, log func(string, ...any)) error {
+	core := &appsv1.Deployment{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: "capi-system", Name: "capi-controller-manager"}, core); err != nil || core.Status.AvailableReplicas == 0 {
+		return fmt.Errorf("no Cluster API controller runs in the bootstrap cluster")
+	}
 	cl := &clusterv1.Cluster{}
 	err := c.Client.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Cluster}, cl)
 	if apierrors.IsNotFound(err) {

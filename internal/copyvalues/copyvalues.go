@@ -1,5 +1,6 @@
 // Package copyvalues copies an environment's values, secrets and source (the ConfigMaps
-// cluster-init-values and cluster-init-source, the Secret cluster-init-secrets) from the bootstrap
+// cluster-init-values, cluster-init-overrides and cluster-init-source, the Secret
+// cluster-init-secrets) from the bootstrap
 // cluster into the management cluster, for the cluster-init release there. It runs in the
 // management-configs Job, so that secret values never pass through a Flux object.
 package copyvalues
@@ -20,7 +21,7 @@ import (
 
 // The objects copied, all in the release namespace.
 var (
-	ConfigMaps = []string{"cluster-init-values", "cluster-init-source"}
+	ConfigMaps = []string{"cluster-init-values", "cluster-init-overrides", "cluster-init-source"}
 	Secrets    = []string{"cluster-init-secrets"}
 )
 

@@ -41,10 +41,16 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	repo = root
-	testbedVs = os.Getenv("CLUSTER_INIT_TESTBED_VALUES")
-	if testbedVs == "" {
+	cache := os.Getenv("CLUSTER_INIT_CACHE")
+	if cache == "" {
 		home, _ := os.UserHomeDir()
-		testbedVs = filepath.Join(home, ".cache", "cluster-init", "testbed-values.yaml")
+		cache = filepath.Join(home, ".cache", "cluster-init")
+	}
+	testbedVs = filepath.Join(cache, "testbed-values.yaml")
+	// The state of the test bed's bootstraps, shared with tools/testbed/up.
+	stateDir = os.Getenv("CLUSTER_INIT_STATE_DIR")
+	if stateDir == "" {
+		stateDir = filepath.Join(cache, "testbed-state")
 	}
 	if _, err := os.Stat(testbedVs); err != nil {
 		fmt.Fprintf(os.Stderr, "the test bed is not up (no %s): run tools/testbed/up first\n", testbedVs)
@@ -61,7 +67,6 @@ func TestMain(m *testing.M) {
 	if err := build.Run(); err != nil {
 		os.Exit(1)
 	}
-	stateDir = filepath.Join(dir, "state")
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

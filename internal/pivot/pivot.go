@@ -143,6 +143,23 @@ func Run(ctx context.Context, opts Options) error {
 			return fmt.Errorf("test hook: stopping after step %s", name)
 		}
 	}
+	// Leave the record of the pivot in the management cluster, where it stays.
+	if p.state.Completed == nil {
+		now := metav1.Now()
+		p.state.Completed = &now
+		if err := p.save(ctx); err != nil {
+			return err
+		}
+	}
+	if p.management == nil {
+		if err := p.connectManagement(ctx); err != nil {
+			return err
+		}
+	}
+	if err := p.record(ctx, p.management.Client); err != nil {
+		return fmt.Errorf("record the pivot in the management cluster: %w", err)
+	}
+	p.Log("pivot complete after %d attempts", p.state.Attempts)
 	return nil
 }
 
@@ -389,13 +406,6 @@ func (p *pivot) verify(ctx context.Context) error {
 		if len(left.Items) > 0 {
 			return false, "", fmt.Errorf("Cluster %s is still in the bootstrap cluster after the move", p.Cluster)
 		}
-		now := metav1.Now()
-		p.state.Completed = &now
-		p.state.Done = append(p.state.Done, StepVerify)
-		if err := p.record(ctx, p.management.Client); err != nil {
-			return false, "", err
-		}
-		p.state.Done = p.state.Done[:len(p.state.Done)-1] // Run records the step itself
 		return true, "", nil
 	})
 }

@@ -204,14 +204,14 @@ func (p *plainPrinter) Units(s Snapshot) {
 		return
 	}
 	for _, u := range s.Units {
-		key := string(u.State) + "|" + u.Reason + "|" + u.Message + "|" + strings.Join(u.Details, "|")
+		key := changeKey(u)
 		if p.last[u.Name] == key {
 			continue
 		}
 		p.last[u.Name] = key
 		msg := fmt.Sprintf("  unit %s: %s", u.Name, u.State)
-		if !u.Started.IsZero() && u.State != Pending {
-			msg += " after " + dur(u.Elapsed(s.At))
+		if e := u.Elapsed(s.At); e > 0 && u.State != Pending {
+			msg += " after " + dur(e)
 		}
 		if u.State != Ready && u.Message != "" {
 			msg += " — " + strings.TrimPrefix(u.Reason+": "+u.Message, ": ")
@@ -237,6 +237,24 @@ func (p *plainPrinter) Units(s Snapshot) {
 }
 
 func (p *plainPrinter) Close() {}
+
+// changeKey is what must change for a line-oriented printer to print a unit again: its state and
+// reason, and while it is not ready, its details without their free-text messages (Cluster API
+// rewrites those at every reconcile).
+func changeKey(u Unit) string {
+	key := string(u.State) + "|" + u.Reason
+	if u.State == Ready {
+		return key
+	}
+	key += "|" + u.Message
+	for _, d := range u.Details {
+		if i := strings.Index(d, ";"); i >= 0 {
+			d = d[:i] // "Machine x (worker): Running; <message>" -> "Machine x (worker): Running"
+		}
+		key += "|" + d
+	}
+	return key
+}
 
 type jsonPrinter struct {
 	enc  *json.Encoder
@@ -279,7 +297,7 @@ func (p *jsonPrinter) Units(s Snapshot) {
 		return
 	}
 	for _, u := range s.Units {
-		key := string(u.State) + "|" + u.Reason + "|" + u.Message + "|" + strings.Join(u.Details, "|")
+		key := changeKey(u)
 		if p.last[u.Name] == key {
 			continue
 		}

@@ -43,6 +43,8 @@ type Unit struct {
 	Finished    time.Time     `json:"finished,omitzero"`
 	Details     []string      `json:"details,omitempty"`
 	Description string        `json:"description,omitempty"`
+
+	readyBeforeSuspend bool
 }
 
 // Elapsed is how long the unit has been (or was) reconciling.
@@ -77,10 +79,15 @@ func (s Snapshot) Unit(name string) (Unit, bool) {
 	return Unit{}, false
 }
 
-// Counts returns how many units are ready out of all.
+// Done tells whether a unit needs nothing more: ready, or suspended after being ready.
+func (u Unit) Done() bool {
+	return u.State == Ready || u.State == Suspended && !u.Finished.IsZero()
+}
+
+// Counts returns how many units are done (see Done) out of all.
 func (s Snapshot) Counts() (ready, total int) {
 	for _, u := range s.Units {
-		if u.State == Ready {
+		if u.Done() {
 			ready++
 		}
 	}
@@ -116,12 +123,12 @@ func (t *Tracker) Update(obs Observed, now time.Time) Snapshot {
 	if obs.Graph == nil {
 		return snap
 	}
-	states := map[string]State{}
+	done := map[string]bool{}
 	for _, gu := range obs.Graph.Enabled() {
 		timeout, _ := time.ParseDuration(gu.Timeout)
 		u := Unit{Name: gu.Name, DependsOn: gu.DependsOn, Timeout: timeout, Description: gu.Description, Details: obs.Details[gu.Name]}
 		for _, d := range gu.DependsOn {
-			if states[d] != Ready {
+			if !done[d] {
 				u.WaitingOn = append(u.WaitingOn, d)
 			}
 		}
@@ -132,10 +139,13 @@ func (t *Tracker) Update(obs Observed, now time.Time) Snapshot {
 			}
 		}
 		u.Started = t.starts[u.Name]
-		if u.State == Ready {
+		if u.State == Ready || u.readyBeforeSuspend {
 			if _, ok := t.finishes[u.Name]; !ok {
 				t.finishes[u.Name] = now
 			}
+		}
+		// A unit suspended once ready (the pivot suspends the definitions' units) keeps its time.
+		if u.State == Ready || u.State == Suspended {
 			u.Finished = t.finishes[u.Name]
 		}
 		// Flux retries a unit that fails; it has failed for good once its timeout is spent.
@@ -143,7 +153,7 @@ func (t *Tracker) Update(obs Observed, now time.Time) Snapshot {
 			u.Timeout > 0 && u.Elapsed(now) >= u.Timeout {
 			u.State = Failed
 		}
-		states[u.Name] = u.State
+		done[u.Name] = u.Done()
 		snap.Units = append(snap.Units, u)
 	}
 	return snap
@@ -162,6 +172,10 @@ func classify(u *Unit, ks *kustomizev1.Kustomization) {
 	}
 	if ks.Spec.Suspend {
 		u.State, u.Reason, u.Message = Suspended, "Suspended", "reconciliation suspended"
+		if ready := apimeta.FindStatusCondition(ks.Status.Conditions, meta.ReadyCondition); ready != nil && ready.Status == "True" {
+			u.Message = "suspended once ready"
+			u.readyBeforeSuspend = true
+		}
 		return
 	}
 	if stalled := apimeta.FindStatusCondition(ks.Status.Conditions, meta.StalledCondition); stalled != nil && stalled.Status == "True" {
@@ -205,7 +219,7 @@ func Conclude(s Snapshot) Conclusion {
 	}
 	if len(c.Blocking) == 0 {
 		for _, u := range s.Units {
-			if u.State != Ready && len(u.WaitingOn) == 0 {
+			if !u.Done() && len(u.WaitingOn) == 0 {
 				c.Blocking = append(c.Blocking, u)
 			}
 		}

@@ -40,9 +40,10 @@ const (
 
 // The umbrella chart, its release, and the ConfigMap of the source values.
 const (
-	UmbrellaChart   = "charts/cluster-init"
-	ReleaseName     = "cluster-init"
-	SourceConfigMap = "cluster-init-source"
+	UmbrellaChart      = "charts/cluster-init"
+	ReleaseName        = "cluster-init"
+	SourceConfigMap    = "cluster-init-source"
+	OverridesConfigMap = "cluster-init-overrides"
 )
 
 // Annotations set on every rendered object.
@@ -58,7 +59,8 @@ type Options struct {
 	Env      *environment.Environment
 	// Context: bootstrap, management or workload.
 	Context string
-	// Overrides are values layers that come after the environment values (before its secrets).
+	// Overrides are values layers that come after the environment values (before its secrets):
+	// --values files. They reach the cluster as the ConfigMap cluster-init-overrides.
 	Overrides []values.Layer
 	// Source, if set, replaces the `source` values (what bootstrap computes for the checkout).
 	Source map[string]any
@@ -138,10 +140,26 @@ func Render(ctx context.Context, opts Options) (*Result, error) {
 		return nil, problems
 	}
 
+	for _, o := range opts.Overrides {
+		if line, ok := o.Has([]string{environment.CredentialKey}); ok {
+			return nil, fmt.Errorf("%s:%d: %s: secret values belong in the environment's secrets file, not in --values", o.File, line, environment.CredentialKey)
+		}
+	}
 	res := &Result{Layers: layers, Values: values.Merge(layers...)}
 
-	// What the bootstrap command applies itself: the environment and the source values.
-	srcCM, err := sourceConfigMap(res.Values["source"])
+	// What the bootstrap command applies itself: the environment, the --values overrides and the
+	// source values, each a valuesFrom layer of the cluster-init HelmRelease.
+	// Only what the bootstrap command decided: the context's and environment's source settings
+	// (intervals, ...) stay theirs.
+	srcValues := map[string]any{}
+	if opts.Source != nil {
+		srcValues["source"] = opts.Source
+	}
+	srcCM, err := valuesConfigMap(SourceConfigMap, srcValues)
+	if err != nil {
+		return nil, err
+	}
+	overridesCM, err := valuesConfigMap(OverridesConfigMap, values.Merge(opts.Overrides...))
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +167,7 @@ func Render(ctx context.Context, opts Options) (*Result, error) {
 	res.Objects = append(res.Objects,
 		Object{Origin: envOrigin, Object: opts.Env.Values},
 		Object{Origin: envOrigin, Object: opts.Env.Secrets},
+		Object{Origin: "bootstrap (--values)", Object: overridesCM},
 		Object{Origin: "bootstrap (source of the checkout)", Object: srcCM})
 
 	// The umbrella chart gets every layer but its own defaults, as the HelmRelease passes them.
@@ -185,7 +204,7 @@ func Render(ctx context.Context, opts Options) (*Result, error) {
 	// In-cluster, helm-controller reads valuesFrom from the cluster; offline, the objects the
 	// bootstrap command would have applied stand in for it.
 	valuesStore := fake.NewClientBuilder().WithScheme(corev1Scheme()).
-		WithObjects(toTyped(opts.Env.Values), toTyped(opts.Env.Secrets), toTyped(srcCM)).Build()
+		WithObjects(toTyped(opts.Env.Values), toTyped(opts.Env.Secrets), toTyped(overridesCM), toTyped(srcCM)).Build()
 
 	for _, u := range res.Graph.Enabled() {
 		ks, ok := kustomizations[u.Name]
@@ -232,16 +251,16 @@ func annotate(o Object) {
 	o.Object.SetAnnotations(ann)
 }
 
-// sourceConfigMap holds the source values, a valuesFrom layer of the cluster-init HelmRelease.
-func sourceConfigMap(src any) (*unstructured.Unstructured, error) {
-	data, err := yaml.Marshal(map[string]any{"source": src})
+// valuesConfigMap holds values for a valuesFrom layer of the cluster-init HelmRelease.
+func valuesConfigMap(name string, vals map[string]any) (*unstructured.Unstructured, error) {
+	data, err := yaml.Marshal(vals)
 	if err != nil {
-		return nil, fmt.Errorf("source values: %w", err)
+		return nil, fmt.Errorf("values of ConfigMap %s: %w", name, err)
 	}
 	cm := &unstructured.Unstructured{}
 	cm.SetAPIVersion("v1")
 	cm.SetKind("ConfigMap")
-	cm.SetName(SourceConfigMap)
+	cm.SetName(name)
 	cm.SetNamespace(environment.Namespace)
 	cm.SetLabels(map[string]string{"app.kubernetes.io/part-of": "cluster-init", "reconcile.fluxcd.io/watch": "Enabled"})
 	if err := unstructured.SetNestedStringMap(cm.Object, map[string]string{"values.yaml": string(data)}, "data"); err != nil {

@@ -255,3 +255,25 @@ func TestEveryUnitObjectIsAnnotatedWithItsUnit(t *testing.T) {
 		}
 	}
 }
+
+// --values layers reach the cluster (the release in the cluster sees them too), never with secrets.
+func TestOverridesReachTheClusterAsAConfigMap(t *testing.T) {
+	root := repoRoot(t)
+	env := mustLoadEnv(t, root, "kubeadm-capd")
+	override := values.FromMap("mirrors.yaml", map[string]any{"registry_mirrors": map[string]any{"hosts_config": map[string]any{
+		"quay.io": []any{map[string]any{"mirror_url": "http://mirror.test:5000/v2/quay.io", "override_path": true}}}}})
+	res := renderEnv(t, root, env, render.ContextBootstrap, override)
+	var cm string
+	for _, o := range res.Objects {
+		if o.Object.GetKind() == "ConfigMap" && o.Object.GetName() == render.OverridesConfigMap {
+			cm, _, _ = unstructuredString(o.Object.Object, "data", "values.yaml")
+		}
+	}
+	if !strings.Contains(cm, "http://mirror.test:5000/v2/quay.io") {
+		t.Errorf("ConfigMap %s does not carry the override:\n%s", render.OverridesConfigMap, cm)
+	}
+	secret := values.FromMap("secret.yaml", map[string]any{"credentials": map[string]any{"git": map[string]any{"password": "x"}}})
+	if _, err := render.Render(t.Context(), render.Options{RepoRoot: root, Env: env, Context: render.ContextBootstrap, Overrides: []values.Layer{secret}}); err == nil || !strings.Contains(err.Error(), "not in --values") {
+		t.Errorf("credentials in --values: %v", err)
+	}
+}

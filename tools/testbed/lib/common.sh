@@ -67,11 +67,10 @@ tb_init() {
   GO_VERSION=$(go env GOVERSION)
 }
 
-# load_versions: source tools/versions.env (the project's pins) and build.env (pins only
-# the test bed needs). Both are plain KEY=value files.
+# load_versions: source tools/versions.env, the project's pins (plain KEY=value lines).
 load_versions() {
   local f
-  for f in "$REPO_ROOT/tools/versions.env" "$TESTBED_DIR/build.env"; do
+  for f in "$REPO_ROOT/tools/versions.env"; do
     [[ -f $f ]] || die "missing $f"
     set -a
     # shellcheck disable=SC1090
@@ -83,7 +82,7 @@ load_versions() {
 # require_vars NAME...: fail early with a clear message when a pin is missing.
 require_vars() {
   local v
-  for v in "$@"; do [[ -n ${!v:-} ]] || die "$v is not set (tools/versions.env or tools/testbed/build.env)"; done
+  for v in "$@"; do [[ -n ${!v:-} ]] || die "$v is not set (tools/versions.env)"; done
 }
 
 # ---------------------------------------------------------------------------------------

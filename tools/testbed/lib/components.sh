@@ -105,8 +105,8 @@ build_pause() {
 }
 
 # Flux controllers. Each wrapper carries the replaces of the controller's go.mod; the
-# source-controller also needs an older github.com/fluxcd/pkg/artifact (FLUX_ARTIFACT_REPLACE,
-# build.env), because the version its go.mod asks for is not served here.
+# source-controller also needs an older fluxcd/pkg/artifact module (FLUX_ARTIFACT_VERSION,
+# tools/versions.env), because the version its go.mod asks for is not served here.
 build_flux() {
   require_vars FLUX_SOURCE_CONTROLLER_VERSION FLUX_KUSTOMIZE_CONTROLLER_VERSION FLUX_HELM_CONTROLLER_VERSION FLUX_ARTIFACT_VERSION
   local c v wrap key m extra
@@ -187,7 +187,7 @@ build_capi() {
 # flanneld (with cgo on amd64 like upstream: the UDP backend needs it) and the flannel CNI
 # plugin. The plugin's current module (flannel-io/cni-plugin) is not served by the module
 # proxy here, so it is built from its original upstream source, plugins/meta/flannel of
-# containernetworking/plugins at FLANNEL_CNI_PLUGIN_SOURCE_VERSION (build.env).
+# containernetworking/plugins at FLANNEL_CNI_PLUGIN_SOURCE_VERSION (tools/versions.env).
 build_flannel() {
   require_vars FLANNEL_VERSION FLANNEL_CNI_PLUGIN_SOURCE_VERSION
   local m=github.com/flannel-io/flannel wrap key ld
