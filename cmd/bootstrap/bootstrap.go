@@ -29,12 +29,16 @@ type bootstrapFlags struct {
 }
 
 func addBootstrapFlags(cmd *cobra.Command, f *bootstrapFlags) {
-	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "bootstrap from this existing cluster instead of a kind cluster (no pivot)")
+	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "bootstrap: use this existing cluster instead of a kind cluster (no pivot); apply: the management cluster")
 	cmd.Flags().StringVar(&f.source, "source", "oci", "what the clusters reconcile from: oci (the checkout, pushed to the registry next to kind) or git (the checkout's commit)")
 	cmd.Flags().StringArrayVar(&f.valueFiles, "values", nil, "extra values file, after the environment's values (repeatable)")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 60*time.Minute, "give up after this long")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "", "tty (redraw in place), plain (timestamped lines) or json (default: tty on a terminal, else plain)")
 	cmd.Flags().StringVar(&f.timeline, "timeline", "", "write an HTML timeline of the run to this file")
+}
+
+// addFlowFlags adds the flags of `bootstrap ENV` only.
+func addFlowFlags(cmd *cobra.Command, f *bootstrapFlags) {
 	cmd.Flags().StringVar(&f.until, "until", "", "stop after this phase (validate, bootstrap cluster, flux, source, environment, units, finish)")
 	cmd.Flags().BoolVar(&f.keep, "keep-bootstrap", false, "keep the bootstrap cluster after a successful pivot")
 }

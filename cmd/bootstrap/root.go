@@ -35,6 +35,7 @@ path.`,
 		},
 	}
 	addBootstrapFlags(root, flags)
+	addFlowFlags(root, flags)
 	root.PersistentFlags().StringVar(&g.repo, "repo", "", "the cluster-init checkout (default: the one containing the current directory)")
 	root.AddCommand(
 		newRenderCommand(g),

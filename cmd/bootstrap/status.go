@@ -22,11 +22,7 @@ func newStatusCommand(g *globals) *cobra.Command {
 		Short: "Show the state of every unit of a bootstrap once",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w, err := g.open(args[0])
-			if err != nil {
-				return err
-			}
-			res, err := render.Render(cmd.Context(), w.renderOptions(render.ContextBootstrap))
+			w, vals, err := g.openBootstrap(cmd, args[0])
 			if err != nil {
 				return err
 			}
@@ -34,12 +30,12 @@ func newStatusCommand(g *globals) *cobra.Command {
 			if kubeconfig != "" {
 				c, err = kube.FromFile("bootstrap", kubeconfig)
 			} else {
-				c, err = w.kindCluster(res.Values)
+				c, err = w.kindCluster(vals)
 			}
 			if err != nil {
 				return err
 			}
-			clusterName, _, _ := unstructured.NestedString(res.Values, "cluster", "name")
+			clusterName, _, _ := unstructured.NestedString(vals, "cluster", "name")
 			obs, err := progress.Source{Cluster: c, Namespace: environment.Namespace, Release: render.ReleaseName,
 				ClusterName: clusterName, ClusterUnit: "cluster"}.Observe(cmd.Context())
 			if err != nil {
@@ -52,6 +48,19 @@ func newStatusCommand(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "the bootstrap cluster, if it is not cluster-init's kind cluster")
 	return cmd
+}
+
+// openBootstrap opens an environment and renders its values in the bootstrap context.
+func (g *globals) openBootstrap(cmd *cobra.Command, envName string) (*workspace, map[string]any, error) {
+	w, err := g.open(envName)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := render.Render(cmd.Context(), w.renderOptions(render.ContextBootstrap))
+	if err != nil {
+		return nil, nil, err
+	}
+	return w, res.Values, nil
 }
 
 // kindCluster connects to the kind bootstrap cluster of the environment.
@@ -76,11 +85,7 @@ func newCleanupCommand(g *globals) *cobra.Command {
 		Short: "Remove what a bootstrap created: the kind cluster and the CAPD containers of the cluster",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w, err := g.open(args[0])
-			if err != nil {
-				return err
-			}
-			res, err := render.Render(cmd.Context(), w.renderOptions(render.ContextBootstrap))
+			w, vals, err := g.openBootstrap(cmd, args[0])
 			if err != nil {
 				return err
 			}
@@ -88,7 +93,7 @@ func newCleanupCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			str := func(f ...string) string { s, _, _ := unstructured.NestedString(res.Values, f...); return s }
+			str := func(f ...string) string { s, _, _ := unstructured.NestedString(vals, f...); return s }
 			out := cmd.OutOrStdout()
 			return cleanup.Run(cmd.Context(), kindcluster.New(dir, func(msg string) { fmt.Fprintln(out, "kind:", msg) }), cleanup.Target{
 				Environment: w.env.Name,

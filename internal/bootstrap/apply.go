@@ -14,10 +14,8 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"cluster-init.dev/cluster-init/internal/apply"
 	"cluster-init.dev/cluster-init/internal/environment"
 	"cluster-init.dev/cluster-init/internal/kube"
-	"cluster-init.dev/cluster-init/internal/progress"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/values"
 )
@@ -42,18 +40,7 @@ func Apply(ctx context.Context, opts Options) (*Result, error) {
 		{"units", f.followUnits},
 		{"machines", f.settleMachines},
 	}
-	for _, p := range phases {
-		f.out.Phase(p.name)
-		start := time.Now()
-		err := p.run(ctx)
-		f.result.Phases = append(f.result.Phases, progress.Span{Name: p.name, Start: start, End: time.Now()})
-		if err != nil {
-			f.writeTimeline()
-			return f.result, err
-		}
-	}
-	f.writeTimeline()
-	return f.result, nil
+	return f.run(ctx, phases)
 }
 
 func (f *flow) validateManagement(ctx context.Context) error {
@@ -88,21 +75,9 @@ func (f *flow) connectManagement(ctx context.Context) error {
 // applyToManagement applies the environment and the source values, then asks the cluster-init
 // release to reconcile now rather than at its next interval.
 func (f *flow) applyToManagement(ctx context.Context) error {
-	res, err := render.Render(ctx, f.renderOptions(render.ContextManagement))
-	if err != nil {
+	if err := f.applyRelease(ctx, render.ContextManagement); err != nil {
 		return err
 	}
-	var objs []*unstructured.Unstructured
-	for _, o := range res.Objects {
-		if o.Unit == "" && o.Origin != render.UmbrellaChart || o.Unit == "cluster-init" {
-			objs = append(objs, o.Object)
-		}
-	}
-	cs, err := apply.New(f.bootstrap).Apply(ctx, objs)
-	if err != nil {
-		return err
-	}
-	f.logChanges(cs)
 	return f.reconcileRelease(ctx)
 }
 

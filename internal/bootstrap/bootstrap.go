@@ -104,27 +104,32 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		{"units", f.followUnits},
 		{"finish", f.finish},
 	}
-	if opts.Until != "" && !slices.ContainsFunc(phases, func(p phase) bool { return p.name == opts.Until }) {
-		return f.result, fmt.Errorf("--until: no phase %q (phases: %s)", opts.Until, phaseNames(phases))
+	return f.run(ctx, phases)
+}
+
+// run runs the phases in order, like kind's actions, recording when each ran; it stops after
+// opts.Until, or at the first error.
+func (f *flow) run(ctx context.Context, phases []phase) (*Result, error) {
+	if f.opts.Until != "" && !slices.ContainsFunc(phases, func(p phase) bool { return p.name == f.opts.Until }) {
+		return f.result, fmt.Errorf("--until: no phase %q (phases: %s)", f.opts.Until, phaseNames(phases))
 	}
+	defer f.writeTimeline()
 	for _, p := range phases {
 		f.out.Phase(p.name)
 		start := time.Now()
 		err := p.run(ctx)
 		f.result.Phases = append(f.result.Phases, progress.Span{Name: p.name, Start: start, End: time.Now()})
 		if err != nil {
-			f.writeTimeline()
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				err = fmt.Errorf("%s: the bootstrap did not finish within --timeout %s: %w", p.name, opts.Timeout, err)
+				err = fmt.Errorf("%s: not finished within --timeout %s: %w", p.name, f.opts.Timeout, err)
 			}
 			return f.result, err
 		}
-		if p.name == opts.Until {
+		if p.name == f.opts.Until {
 			f.out.Log("stopping after phase %q (--until); run again without --until to continue", p.name)
 			break
 		}
 	}
-	f.writeTimeline()
 	return f.result, nil
 }
 

@@ -224,7 +224,14 @@ func (f *flow) applyEnvironment(ctx context.Context) error {
 		f.out.Log("the pivot has started: the environment stays as it was applied")
 		return nil
 	}
-	res, err := render.Render(ctx, f.renderOptions(render.ContextBootstrap))
+	return f.applyRelease(ctx, render.ContextBootstrap)
+}
+
+// applyRelease applies to the followed cluster what the CLI applies itself in a context: the
+// environment, --values, the source values, and the build of the cluster-init unit (the release
+// and its source, which Flux keeps in sync from then on).
+func (f *flow) applyRelease(ctx context.Context, context string) error {
+	res, err := render.Render(ctx, f.renderOptions(context))
 	if err != nil {
 		return err
 	}

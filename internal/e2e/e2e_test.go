@@ -62,10 +62,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "bootstrap")
-	build := exec.Command("go", "build", "-o", binary, "./cmd/bootstrap")
-	build.Dir, build.Stdout, build.Stderr = repo, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		os.Exit(1)
+	// The CLI, and the image its Jobs run (same code), built from this checkout.
+	for _, args := range [][]string{{"go", "build", "-o", binary, "./cmd/bootstrap"}, {"tools/image/build"}} {
+		build := exec.Command(args[0], args[1:]...)
+		build.Dir, build.Stdout, build.Stderr = repo, os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "%v: %v\n", args, err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -147,11 +151,15 @@ func (r *run) report(t *testing.T, name string) {
 	t.Log(b.String())
 }
 
+// kubectl returns what kubectl prints on stdout (its warnings go to stderr and are not counted).
 func kubectl(t *testing.T, kubeconfig string, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
+	cmd := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("kubectl %v: %v\n%s", args, err, out)
+		t.Fatalf("kubectl %v: %v\n%s%s", args, err, out, stderr.String())
 	}
 	return strings.TrimSpace(string(out))
 }

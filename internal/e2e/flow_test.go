@@ -96,13 +96,14 @@ func assertExactlyOnce(t *testing.T, kc string) {
 	count := func(kind string) int {
 		return len(strings.Fields(kubectl(t, kc, "-n", "cluster-init", "get", kind, "-o", "jsonpath={.items[*].metadata.name}")))
 	}
-	for kind, want := range map[string]int{"clusters.cluster.x-k8s.io": 1, "dockerclusters": 1, "kubeadmcontrolplanes": 1, "machinedeployments": 1, "machinesets": 1} {
+	for kind, want := range map[string]int{"clusters.v1beta2.cluster.x-k8s.io": 1, "dockerclusters.v1beta2.infrastructure.cluster.x-k8s.io": 1,
+		"kubeadmcontrolplanes.v1beta2.controlplane.cluster.x-k8s.io": 1, "machinedeployments.v1beta2.cluster.x-k8s.io": 1, "machinesets.v1beta2.cluster.x-k8s.io": 1} {
 		if got := count(kind); got != want {
 			t.Errorf("%s: %d, want %d", kind, got, want)
 		}
 	}
-	m := count("machines")
-	for _, kind := range []string{"dockermachines", "kubeadmconfigs"} {
+	m := count("machines.v1beta2.cluster.x-k8s.io")
+	for _, kind := range []string{"dockermachines.v1beta2.infrastructure.cluster.x-k8s.io", "kubeadmconfigs.v1beta2.bootstrap.cluster.x-k8s.io"} {
 		if got := count(kind); got != m {
 			t.Errorf("%s: %d for %d machines", kind, got, m)
 		}

@@ -187,28 +187,24 @@ func (p *plainPrinter) Phase(name string) { p.line("▶ %s", name) }
 func (p *plainPrinter) Log(format string, args ...any) { p.line("  "+format, args...) }
 
 func (p *plainPrinter) Waiting(what string, pending []string) {
-	key := what + strings.Join(pending, ",")
-	if p.last["waiting"] == key && p.now().Sub(p.lastSummary) < time.Minute {
+	if !changed(p.last, "waiting", what+strings.Join(pending, ",")) && p.now().Sub(p.lastSummary) < time.Minute {
 		return
 	}
-	p.last["waiting"], p.lastSummary = key, p.now()
+	p.lastSummary = p.now()
 	p.line("  waiting for %s: %s", what, strings.Join(pending, "; "))
 }
 
 func (p *plainPrinter) Units(s Snapshot) {
 	if s.Graph == nil {
-		if p.last["release"] != s.Release {
-			p.last["release"] = s.Release
+		if changed(p.last, "release", s.Release) {
 			p.line("  %s", s.Release)
 		}
 		return
 	}
 	for _, u := range s.Units {
-		key := changeKey(u)
-		if p.last[u.Name] == key {
+		if !changed(p.last, u.Name, changeKey(u)) {
 			continue
 		}
-		p.last[u.Name] = key
 		msg := fmt.Sprintf("  unit %s: %s", u.Name, u.State)
 		if e := u.Elapsed(s.At); e > 0 && u.State != Pending {
 			msg += " after " + dur(e)
@@ -237,6 +233,15 @@ func (p *plainPrinter) Units(s Snapshot) {
 }
 
 func (p *plainPrinter) Close() {}
+
+// changed records value under key and tells whether it differs from the last one.
+func changed(last map[string]string, key, value string) bool {
+	if last[key] == value {
+		return false
+	}
+	last[key] = value
+	return true
+}
 
 // changeKey is what must change for a line-oriented printer to print a unit again: its state and
 // reason, and while it is not ready, its details without their free-text messages (Cluster API
@@ -281,29 +286,21 @@ func (p *jsonPrinter) Log(format string, args ...any) {
 	p.emit(event{Event: "log", Message: fmt.Sprintf(format, args...)})
 }
 func (p *jsonPrinter) Waiting(what string, pending []string) {
-	key := what + strings.Join(pending, ",")
-	if p.last["waiting"] == key {
-		return
+	if changed(p.last, "waiting", what+strings.Join(pending, ",")) {
+		p.emit(event{Event: "waiting", Message: what, Pending: pending})
 	}
-	p.last["waiting"] = key
-	p.emit(event{Event: "waiting", Message: what, Pending: pending})
 }
 func (p *jsonPrinter) Units(s Snapshot) {
 	if s.Graph == nil {
-		if p.last["release"] != s.Release {
-			p.last["release"] = s.Release
+		if changed(p.last, "release", s.Release) {
 			p.emit(event{Event: "release", Message: s.Release})
 		}
 		return
 	}
 	for _, u := range s.Units {
-		key := changeKey(u)
-		if p.last[u.Name] == key {
-			continue
+		if changed(p.last, u.Name, changeKey(u)) {
+			p.emit(event{Event: "unit", Unit: &u})
 		}
-		p.last[u.Name] = key
-		u := u
-		p.emit(event{Event: "unit", Unit: &u})
 	}
 }
 func (p *jsonPrinter) Close() {}

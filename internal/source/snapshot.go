@@ -17,30 +17,34 @@ var Dirs = []string{"charts", "kustomize-components"}
 // Snapshot copies the source content of the checkout at repoRoot into dst.
 func Snapshot(repoRoot, dst string) error {
 	for _, d := range Dirs {
-		src := filepath.Join(repoRoot, d)
-		err := filepath.WalkDir(src, func(path string, e fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			rel, err := filepath.Rel(repoRoot, path)
-			if err != nil {
-				return err
-			}
-			target := filepath.Join(dst, rel)
-			switch {
-			case e.IsDir():
-				return os.MkdirAll(target, 0o755)
-			case e.Type().IsRegular():
-				return copyFile(path, target)
-			default:
-				return nil // symlinks and special files are not part of an artifact
-			}
-		})
-		if err != nil {
+		if err := CopyTree(filepath.Join(repoRoot, d), filepath.Join(dst, d)); err != nil {
 			return fmt.Errorf("snapshot %s: %w", d, err)
 		}
 	}
 	return nil
+}
+
+// CopyTree copies the directories and regular files under src to dst, writable (sources in the
+// module cache are read-only); links and special files are left out, as from an artifact.
+func CopyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		switch {
+		case e.IsDir():
+			return os.MkdirAll(target, 0o755)
+		case e.Type().IsRegular():
+			return copyFile(path, target)
+		default:
+			return nil
+		}
+	})
 }
 
 func copyFile(src, dst string) error {

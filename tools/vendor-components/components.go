@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"cluster-init.dev/cluster-init/internal/chart"
+	"cluster-init.dev/cluster-init/internal/source"
 	"cluster-init.dev/cluster-init/internal/versions"
 )
 
@@ -131,7 +132,7 @@ func (g *generator) providerRelease(ctx context.Context, m module, configDir, na
 	if err != nil {
 		return nil, err
 	}
-	if err := copyTree(filepath.Join(m.Dir, configDir), filepath.Join(dir, "config")); err != nil {
+	if err := source.CopyTree(filepath.Join(m.Dir, configDir), filepath.Join(dir, "config")); err != nil {
 		return nil, err
 	}
 	defaults := filepath.Join(dir, "config", "default")
@@ -308,7 +309,7 @@ func buildCertManager(ctx context.Context, g *generator) ([]*unstructured.Unstru
 		return nil, nil, err
 	}
 	chartDir := filepath.Join(dir, "cert-manager")
-	if err := copyTree(filepath.Join(m.Dir, "deploy/charts/cert-manager"), chartDir); err != nil {
+	if err := source.CopyTree(filepath.Join(m.Dir, "deploy/charts/cert-manager"), chartDir); err != nil {
 		return nil, nil, err
 	}
 	// Chart.yaml: the template with the release's version and appVersion (image tags default to it).
@@ -393,7 +394,7 @@ func buildFlux(ctx context.Context, g *generator) ([]*unstructured.Unstructured,
 		return nil, nil, err
 	}
 	manifests := filepath.Join(dir, "manifests")
-	if err := copyTree(filepath.Join(flux.Dir, "manifests"), manifests); err != nil {
+	if err := source.CopyTree(filepath.Join(flux.Dir, "manifests"), manifests); err != nil {
 		return nil, nil, err
 	}
 	bundle := filepath.Join(dir, "bundle")
@@ -429,7 +430,7 @@ func buildFlux(ctx context.Context, g *generator) ([]*unstructured.Unstructured,
 			if err != nil {
 				return nil, nil, err
 			}
-			if err := copyTree(filepath.Join(m.Dir, "config"), src); err != nil {
+			if err := source.CopyTree(filepath.Join(m.Dir, "config"), src); err != nil {
 				return nil, nil, err
 			}
 			configDir := map[string]string{"crds": "crd", "deployment": "manager"}[part]
@@ -513,7 +514,7 @@ func buildMetricsServer(ctx context.Context, g *generator) ([]*unstructured.Unst
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := copyTree(filepath.Join(m.Dir, "manifests"), dir); err != nil {
+	if err := source.CopyTree(filepath.Join(m.Dir, "manifests"), dir); err != nil {
 		return nil, nil, err
 	}
 	objs, err := kustomizeBuild(filepath.Join(dir, "overlays", "release"))

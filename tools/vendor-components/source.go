@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,38 +60,6 @@ func download(ctx context.Context, workDir, path, version string, noSumDB bool) 
 		return module{}, fmt.Errorf("download %s@%s: go mod download gave no directory", path, version)
 	}
 	return module{Path: m.Path, Version: m.Version, Dir: m.Dir, Sum: m.Sum}, nil
-}
-
-// copyTree copies a directory of the (read-only) module cache into a writable place, because
-// kustomize takes a path containing '@' for a remote URL.
-func copyTree(src, dst string) error {
-	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, path)
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		in, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		out, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, in); err != nil {
-			out.Close()
-			return err
-		}
-		return out.Close()
-	})
 }
 
 // kustomizeBuild runs kustomize (krusty, default options like `kustomize build`) on dir.

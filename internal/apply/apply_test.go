@@ -1,0 +1,80 @@
+package apply_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/ssa"
+	"github.com/fluxcd/pkg/ssa/utils"
+
+	"cluster-init.dev/cluster-init/internal/apply"
+	"cluster-init.dev/cluster-init/internal/testenv"
+)
+
+const objects = `
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: demo}
+data: {a: "1"}
+---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: OCIRepository
+metadata: {name: src, namespace: demo}
+spec: {interval: 5m, url: "oci://registry.test/src", ref: {tag: v1}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: demo}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: web, image: web:1}]}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: demo}
+`
+
+func TestApplyIsStagedAndIdempotentAndWaitNamesWhatIsPending(t *testing.T) {
+	c := testenv.Start(t, "test")
+	objs, err := utils.ReadObjects(strings.NewReader(objects))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := apply.New(c)
+	// The Namespace comes last in the list: staging applies it first.
+	cs, err := a.Apply(t.Context(), objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range cs.Entries {
+		if e.Action != ssa.CreatedAction {
+			t.Errorf("first apply: %s %s", e.Subject, e.Action)
+		}
+	}
+	cs, err = a.Apply(t.Context(), objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range cs.Entries {
+		if e.Action != ssa.UnchangedAction {
+			t.Errorf("second apply: %s %s", e.Subject, e.Action)
+		}
+	}
+
+	// A ConfigMap is ready once it exists.
+	if err := a.Wait(t.Context(), objs[:1], 10*time.Second, nil); err != nil {
+		t.Errorf("wait for a ConfigMap: %v", err)
+	}
+	// No controller runs here: the Deployment never becomes available, and the wait says so.
+	var reported []apply.Pending
+	err = a.Wait(t.Context(), objs[2:3], 3*time.Second, func(p []apply.Pending) { reported = p })
+	if err == nil || !strings.Contains(err.Error(), "Deployment/demo/web") {
+		t.Errorf("wait for a Deployment without controller: %v", err)
+	}
+	if len(reported) != 1 || reported[0].Object != "Deployment/demo/web" {
+		t.Errorf("reported pending: %+v", reported)
+	}
+}
