@@ -63,36 +63,48 @@ func (f *flow) finish(ctx context.Context) error {
 	return f.kind.Delete(kindName)
 }
 
+// pivotState is what the pivot records in the bootstrap cluster.
+type pivotState struct {
+	Done      []string `json:"done"`
+	Completed string   `json:"completed"`
+}
+
 // pivotSteps returns the steps the pivot recorded as done in the bootstrap cluster, nil when it
 // has not started.
 func (f *flow) pivotSteps(ctx context.Context) ([]string, error) {
-	cm := &corev1.ConfigMap{}
-	err := f.bootstrap.Client.Get(ctx, client.ObjectKey{Namespace: environment.Namespace, Name: pivot.StateConfigMap}, cm)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the pivot's progress: %w", err)
-	}
-	var st struct {
-		Done []string `json:"done"`
-	}
-	if err := json.Unmarshal([]byte(cm.Data["state.json"]), &st); err != nil {
-		return nil, fmt.Errorf("pivot state: %w", err)
-	}
-	return st.Done, nil
+	st, err := f.pivotState(ctx)
+	return st.Done, err
 }
 
-// pivotComplete fails unless the pivot recorded every step as done.
+func (f *flow) pivotState(ctx context.Context) (pivotState, error) {
+	cm := &corev1.ConfigMap{}
+	err := f.bootstrap.Client.Get(ctx, client.ObjectKey{Namespace: environment.Namespace, Name: pivot.StateConfigMap}, cm)
+	var st pivotState
+	if apierrors.IsNotFound(err) {
+		return st, nil
+	}
+	if err != nil {
+		return st, fmt.Errorf("read the pivot's progress: %w", err)
+	}
+	if err := json.Unmarshal([]byte(cm.Data["state.json"]), &st); err != nil {
+		return st, fmt.Errorf("pivot state: %w", err)
+	}
+	return st, nil
+}
+
+// pivotComplete fails unless the pivot did every step and recorded itself complete.
 func (f *flow) pivotComplete(ctx context.Context) error {
-	done, err := f.pivotSteps(ctx)
+	st, err := f.pivotState(ctx)
 	if err != nil {
 		return err
 	}
 	for _, s := range pivot.Steps {
-		if !slices.Contains(done, s) {
-			return fmt.Errorf("the pivot did not finish: step %s not done (done: %v)", s, done)
+		if !slices.Contains(st.Done, s) {
+			return fmt.Errorf("the pivot did not finish: step %s not done (done: %v)", s, st.Done)
 		}
+	}
+	if st.Completed == "" {
+		return fmt.Errorf("the pivot did every step but has not recorded itself complete yet")
 	}
 	return nil
 }

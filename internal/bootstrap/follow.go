@@ -50,10 +50,10 @@ func (f *flow) followUnits(ctx context.Context) error {
 				f.out.Log("every unit is ready")
 				return nil
 			}
-			// The pivot's record is the truth about the pivot: once it did every step, the
-			// bootstrap cluster's units (frozen since its suspend step) do not matter any more.
+			// The pivot's record is the truth about the pivot: once it is complete, the bootstrap
+			// cluster's units (frozen since its suspend step) do not matter any more.
 			if f.kind != nil && slices.Contains(snapshotNames(snap), pivotUnit) && f.pivotComplete(ctx) == nil {
-				f.out.Log("the pivot recorded every step as done")
+				f.out.Log("the pivot is complete")
 				return nil
 			}
 			if failed := anyFailed(snap); failed || (snap.Graph == nil && time.Since(start) > releaseGrace) {

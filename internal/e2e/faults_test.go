@@ -148,6 +148,13 @@ func TestStuckUnitIsNamedAndDiagnosticsHoldNoSecret(t *testing.T) {
 	if dec, _ := base64.StdEncoding.DecodeString(enc); !strings.Contains(string(dec), sentinel) {
 		t.Error("the sentinel is not in the cluster's Secret: the bundle check proves nothing")
 	}
+
+	// The kind cluster bootstraps this environment: another environment is refused, and nothing
+	// of it is touched.
+	r = bootstrap(t, ctx, nil, env, "--values", testbedVs, "--output", "plain")
+	if r.err == nil || !strings.Contains(r.output.String(), "bootstraps environment \""+dir+"\", not \""+env+"\"") {
+		t.Errorf("bootstrap of another environment on this kind cluster: %v\n%s", r.err, r.output.String())
+	}
 }
 
 // The bootstrap cluster is never deleted when the pivot did not finish.

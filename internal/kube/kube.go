@@ -52,6 +52,9 @@ func FromKubeconfig(name string, kubeconfig []byte) (*Cluster, error) {
 	}
 	// Bootstraps apply hundreds of objects: do not wait on client-side throttling.
 	cfg.QPS, cfg.Burst = 50, 100
+	// API deprecation warnings (of versions the vendored CRDs still serve) would land in the
+	// middle of the progress view; the schemas are checked offline instead.
+	cfg.WarningHandlerWithContext = rest.NoWarnings{}
 	scheme, err := Scheme()
 	if err != nil {
 		return nil, err

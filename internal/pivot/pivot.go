@@ -87,7 +87,7 @@ type state struct {
 	FailedAfter []string `json:"failed_after,omitempty"`
 	// Attempts counts the runs of the pivot (a Job restarts it after a failure).
 	Attempts int `json:"attempts"`
-	// Completed is when the last step was done.
+	// Completed is set once every step is done and the record is in the management cluster.
 	Completed *metav1.Time `json:"completed,omitempty"`
 }
 
@@ -143,21 +143,22 @@ func Run(ctx context.Context, opts Options) error {
 			return fmt.Errorf("test hook: stopping after step %s", name)
 		}
 	}
-	// Leave the record of the pivot in the management cluster, where it stays.
-	if p.state.Completed == nil {
-		now := metav1.Now()
-		p.state.Completed = &now
-		if err := p.save(ctx); err != nil {
-			return err
-		}
-	}
+	// Leave the record of the pivot in the management cluster, where it stays, then mark it
+	// complete in the bootstrap cluster: the CLI deletes the bootstrap cluster only after that.
 	if p.management == nil {
 		if err := p.connectManagement(ctx); err != nil {
 			return err
 		}
 	}
+	if p.state.Completed == nil {
+		now := metav1.Now()
+		p.state.Completed = &now
+	}
 	if err := p.record(ctx, p.management.Client); err != nil {
 		return fmt.Errorf("record the pivot in the management cluster: %w", err)
+	}
+	if err := p.save(ctx); err != nil {
+		return err
 	}
 	p.Log("pivot complete after %d attempts", p.state.Attempts)
 	return nil
