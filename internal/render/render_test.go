@@ -112,8 +112,11 @@ func TestDisablingAProviderRemovesItsUnitAndEveryEdgeToIt(t *testing.T) {
 		}
 	}
 	for _, o := range res.Objects {
-		if o.Unit == "capd" || o.Object.GetNamespace() == "capd-system" {
-			t.Errorf("object of the disabled provider rendered: %s %s/%s", o.Object.GetKind(), o.Object.GetNamespace(), o.Object.GetName())
+		// The cluster is still a CAPD cluster (CAPD installed some other way), so the pivot keeps
+		// its read access to the provider's namespace; nothing else may reach it.
+		pivotAccess := o.Unit == "pivot" && strings.HasPrefix(o.Object.GetKind(), "Role")
+		if o.Unit == "capd" || (o.Object.GetNamespace() == "capd-system" && !pivotAccess) || (o.Object.GetKind() == "Namespace" && o.Object.GetName() == "capd-system") {
+			t.Errorf("object of the disabled provider rendered: %s %s/%s (unit %s)", o.Object.GetKind(), o.Object.GetNamespace(), o.Object.GetName(), o.Unit)
 		}
 	}
 	capd := res.Graph.Units["capd"]
@@ -133,6 +136,21 @@ func TestDisablingAProviderRemovesItsUnitAndEveryEdgeToIt(t *testing.T) {
 	}
 	if slices.ContainsFunc(edges, func(e string) bool { return strings.Contains(e, "cabpk") }) {
 		t.Errorf("edges still name cabpk: %v", edges)
+	}
+
+	// With the other infrastructure provider nothing at all reaches capd's namespace.
+	res = renderEnv(t, root, mustLoadEnv(t, root, "kubeadm-capo"), render.ContextBootstrap)
+	units, edges = kustomizationEdges(res)
+	if slices.Contains(units, "capd") || !slices.Contains(units, "capo") {
+		t.Errorf("infrastructure provider capo: units %v", units)
+	}
+	if slices.ContainsFunc(edges, func(e string) bool { return strings.Contains(e, "capd") }) {
+		t.Errorf("edges still name capd: %v", edges)
+	}
+	for _, o := range res.Objects {
+		if o.Unit == "capd" || o.Object.GetNamespace() == "capd-system" {
+			t.Errorf("infrastructure provider capo renders %s %s/%s (unit %s)", o.Object.GetKind(), o.Object.GetNamespace(), o.Object.GetName(), o.Unit)
+		}
 	}
 }
 
