@@ -1,7 +1,6 @@
 package progress_test
 
 import (
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,8 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/apply"
-	"cluster-init.dev/cluster-init/internal/checkout"
-	"cluster-init.dev/cluster-init/internal/environment"
 	"cluster-init.dev/cluster-init/internal/progress"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/testenv"
@@ -25,14 +22,8 @@ import (
 // The progress view reads, from a real API server, the graph and the Kustomizations the chart
 // renders, and the Cluster API objects of the cluster.
 func TestObserveReadsTheUnitsTheChartRenders(t *testing.T) {
-	root, err := checkout.Root(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := environment.Load("kubeadm-capd", filepath.Join(root, environment.Dir, "kubeadm-capd"), func(p string) string { return p })
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := testenv.Checkout(t)
+	env := testenv.Environment(t, root, "kubeadm-capd")
 	res, err := render.Render(t.Context(), render.Options{RepoRoot: root, Env: env, Context: render.ContextBootstrap})
 	if err != nil {
 		t.Fatal(err)

@@ -4,26 +4,19 @@ import (
 	"strings"
 	"testing"
 
-	"cluster-init.dev/cluster-init/internal/checkout"
-	"cluster-init.dev/cluster-init/internal/environment"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"cluster-init.dev/cluster-init/internal/registrymirror"
 	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/testenv"
 	"cluster-init.dev/cluster-init/internal/values"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"path/filepath"
 )
 
 // The kind bootstrap cluster (hosts.toml written by the CLI) and the machines (hosts.toml written
 // by charts/capi-cluster) get the same containerd configuration.
 func TestCLIAndChartWriteTheSameHostsTOML(t *testing.T) {
-	root, err := checkout.Root(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := environment.Load("kubeadm-capd", filepath.Join(root, environment.Dir, "kubeadm-capd"), func(p string) string { return p })
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := testenv.Checkout(t)
+	env := testenv.Environment(t, root, "kubeadm-capd")
 	mirrors := map[string]any{"registry_mirrors": map[string]any{"hosts_config": map[string]any{
 		"quay.io":         []any{map[string]any{"mirror_url": "http://cluster-init-registry:5000/v2/quay.io", "override_path": true}},
 		"mirror.test:443": []any{map[string]any{"mirror_url": "https://a.test", "skip_verify": true, "capabilities": []any{"pull"}}, map[string]any{"mirror_url": "https://b.test"}},

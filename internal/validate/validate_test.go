@@ -1,22 +1,18 @@
 package validate_test
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"cluster-init.dev/cluster-init/internal/checkout"
 	"cluster-init.dev/cluster-init/internal/environment"
 	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/testenv"
 	"cluster-init.dev/cluster-init/internal/validate"
 	"cluster-init.dev/cluster-init/internal/versions"
 )
 
 func TestEveryEnvironmentIsValidInEveryContext(t *testing.T) {
-	root, err := checkout.Root(".")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := testenv.Checkout(t)
 	pins, err := versions.Load(root)
 	if err != nil {
 		t.Fatal(err)
@@ -32,10 +28,7 @@ func TestEveryEnvironmentIsValidInEveryContext(t *testing.T) {
 	}
 	for _, name := range envs {
 		t.Run(name, func(t *testing.T) {
-			env, err := environment.Load(name, filepath.Join(root, environment.Dir, name), func(p string) string { return checkout.Relative(root, p) })
-			if err != nil {
-				t.Fatal(err)
-			}
+			env := testenv.Environment(t, root, name)
 			reports, err := validate.Environment(t.Context(), render.Options{RepoRoot: root, Env: env, KubeVersion: pins["KUBERNETES_VERSION"]})
 			if err != nil {
 				t.Fatal(err)
@@ -54,10 +47,7 @@ func TestEveryEnvironmentIsValidInEveryContext(t *testing.T) {
 
 // The validator finds real problems: an object the vendored schemas reject fails validation.
 func TestVendoredObjectsPassAndBrokenOnesFail(t *testing.T) {
-	root, err := checkout.Root(".")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := testenv.Checkout(t)
 	objs, err := validate.VendoredObjects(root)
 	if err != nil {
 		t.Fatal(err)
