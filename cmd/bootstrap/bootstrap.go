@@ -11,9 +11,7 @@ import (
 	"golang.org/x/term"
 
 	"cluster-init.dev/cluster-init/internal/bootstrap"
-	"cluster-init.dev/cluster-init/internal/checkout"
 	"cluster-init.dev/cluster-init/internal/progress"
-	"cluster-init.dev/cluster-init/internal/values"
 )
 
 // bootstrapFlags are the flags of `bootstrap ENV`.
@@ -31,7 +29,7 @@ type bootstrapFlags struct {
 func addBootstrapFlags(cmd *cobra.Command, f *bootstrapFlags) {
 	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "bootstrap: use this existing cluster instead of a kind cluster (no pivot); apply: the management cluster")
 	cmd.Flags().StringVar(&f.source, "source", "oci", "what the clusters reconcile from: oci (the checkout, pushed to the registry next to kind) or git (the checkout's commit)")
-	cmd.Flags().StringArrayVar(&f.valueFiles, "values", nil, "extra values file, after the environment's values (repeatable)")
+	addValuesFlag(cmd, &f.valueFiles)
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 60*time.Minute, "give up after this long")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "", "tty (redraw in place), plain (timestamped lines) or json (default: tty on a terminal, else plain)")
 	cmd.Flags().StringVar(&f.timeline, "timeline", "", "write an HTML timeline of the run to this file")
@@ -66,21 +64,9 @@ of, or --kubeconfig.`,
 }
 
 func (g *globals) runFlow(cmd *cobra.Command, envName string, f *bootstrapFlags, run func(context.Context, bootstrap.Options) (*bootstrap.Result, error)) error {
-	w, err := g.open(envName)
+	w, err := g.openWithValues(envName, f.valueFiles)
 	if err != nil {
 		return err
-	}
-	var overrides []values.Layer
-	for _, path := range f.valueFiles {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("--values: %w", err)
-		}
-		l, err := values.ParseLayer(checkout.Relative(w.root, absolute(path)), data, false)
-		if err != nil {
-			return err
-		}
-		overrides = append(overrides, l)
 	}
 	stateDir, err := stateDir()
 	if err != nil {
@@ -99,7 +85,7 @@ func (g *globals) runFlow(cmd *cobra.Command, envName string, f *bootstrapFlags,
 	res, err := run(cmd.Context(), bootstrap.Options{
 		RepoRoot:      w.root,
 		Env:           w.env,
-		Overrides:     overrides,
+		Overrides:     w.overrides,
 		KubeVersion:   w.pins["KUBERNETES_VERSION"],
 		Kubeconfig:    f.kubeconfig,
 		Source:        f.source,

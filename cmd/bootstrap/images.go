@@ -10,10 +10,12 @@ import (
 	"cluster-init.dev/cluster-init/internal/images"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/validate"
+	"cluster-init.dev/cluster-init/internal/values"
 )
 
 func newImagesCommand(g *globals) *cobra.Command {
 	var output string
+	var valueFiles []string
 	cmd := &cobra.Command{
 		Use:   "images ENV",
 		Short: "List every container image the environment makes clusters pull",
@@ -22,7 +24,7 @@ in: the images of every pod template, the kind node image of the bootstrap clust
 image of CAPD machines.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w, err := g.open(args[0])
+			w, err := g.openWithValues(args[0], valueFiles)
 			if err != nil {
 				return err
 			}
@@ -30,7 +32,7 @@ image of CAPD machines.`,
 			var uses []images.Use
 			for _, t := range validate.Targets(w.env) {
 				opts := w.renderOptions(t.Context)
-				opts.Overrides = t.Overrides
+				opts.Overrides = append(append([]values.Layer{}, w.overrides...), t.Overrides...)
 				res, err := render.Render(cmd.Context(), opts)
 				if err != nil {
 					return err
@@ -56,6 +58,7 @@ image of CAPD machines.`,
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "wide: also print what uses each image")
+	addValuesFlag(cmd, &valueFiles)
 	return cmd
 }
 

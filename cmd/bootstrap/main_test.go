@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -75,5 +77,43 @@ func TestUnknownEnvironmentListsTheKnownOnes(t *testing.T) {
 	_, err := run(t, "validate", "kubeadm-capz")
 	if err == nil || !strings.Contains(err.Error(), "kubeadm-capd") || !strings.Contains(err.Error(), "environment-values/kubeadm-capz") {
 		t.Errorf("error: %v", err)
+	}
+}
+
+// The offline commands take bootstrap's --values, so that a values file is checked and shown
+// before it reaches a cluster; changed values make the management-configs Job copy them again.
+func TestOfflineCommandsTakeValuesFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	bad := write("bad.yaml", "cluster:\n  workers:\n    replicas: many\n")
+	_, err := run(t, "validate", "kubeadm-capd", "--values", bad)
+	if err == nil || !strings.Contains(err.Error(), "bad.yaml:3: cluster.workers.replicas") {
+		t.Errorf("validate --values with a string replica count: %v", err)
+	}
+
+	checksum := func(args ...string) string {
+		t.Helper()
+		out, err := run(t, append([]string{"render", "kubeadm-capd", "--unit", "management-configs"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rest, ok := strings.Cut(out, "cluster-init.dev/values-checksum: ")
+		if !ok {
+			t.Fatalf("the management-configs Job has no values checksum:\n%s", out)
+		}
+		return strings.Fields(rest)[0]
+	}
+	base := checksum()
+	if more := checksum("--values", write("workers.yaml", "cluster:\n  workers:\n    replicas: 3\n")); more == base {
+		t.Errorf("changed values leave the checksum at %s: the copy would not run again", base)
+	}
+	if same := checksum("--values", write("same.yaml", "cluster:\n  workers:\n    replicas: 1\n")); same != base {
+		t.Errorf("unchanged values change the checksum: %s, then %s", base, same)
 	}
 }

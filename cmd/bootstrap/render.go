@@ -10,6 +10,7 @@ import (
 
 func newRenderCommand(g *globals) *cobra.Command {
 	var context, unit string
+	var valueFiles []string
 	var showSecrets bool
 	cmd := &cobra.Command{
 		Use:   "render ENV",
@@ -20,7 +21,7 @@ build of every enabled unit and the charts of HelmRelease units. Each object is 
 unit that applies it. Secret values are redacted unless --show-secrets is given.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w, err := g.open(args[0])
+			w, err := g.openWithValues(args[0], valueFiles)
 			if err != nil {
 				return err
 			}
@@ -45,6 +46,7 @@ unit that applies it. Secret values are redacted unless --show-secrets is given.
 	}
 	cmd.Flags().StringVar(&context, "context", "", "bootstrap, management or workload (default: workload for workload-clusters/*, else bootstrap)")
 	cmd.Flags().StringVar(&unit, "unit", "", "only the objects of this unit")
+	addValuesFlag(cmd, &valueFiles)
 	cmd.Flags().BoolVar(&showSecrets, "show-secrets", false, "print Secret values instead of redacting them")
 	return cmd
 }

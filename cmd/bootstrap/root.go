@@ -1,11 +1,15 @@
 package main
 
 import (
+	"fmt"
+	"os"
+
 	"github.com/spf13/cobra"
 
 	"cluster-init.dev/cluster-init/internal/checkout"
 	"cluster-init.dev/cluster-init/internal/environment"
 	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/values"
 	"cluster-init.dev/cluster-init/internal/versions"
 )
 
@@ -51,11 +55,39 @@ path.`,
 	return root
 }
 
-// workspace is what a command works on: the checkout, its pins and an environment.
+// workspace is what a command works on: the checkout, its pins, an environment and the extra
+// values files given with --values.
 type workspace struct {
-	root string
-	pins versions.Pins
-	env  *environment.Environment
+	root      string
+	pins      versions.Pins
+	env       *environment.Environment
+	overrides []values.Layer
+}
+
+// addValuesFlag gives a command the --values flag of bootstrap, so that what it shows or checks
+// is what bootstrap would apply with the same files.
+func addValuesFlag(cmd *cobra.Command, files *[]string) {
+	cmd.Flags().StringArrayVar(files, "values", nil, "extra values file, after the environment's values (repeatable)")
+}
+
+// openWithValues opens the environment and reads the --values files, in order.
+func (g *globals) openWithValues(envName string, files []string) (*workspace, error) {
+	w, err := g.open(envName)
+	if err != nil {
+		return nil, err
+	}
+	for _, path := range files {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("--values: %w", err)
+		}
+		l, err := values.ParseLayer(checkout.Relative(w.root, absolute(path)), data, false)
+		if err != nil {
+			return nil, err
+		}
+		w.overrides = append(w.overrides, l)
+	}
+	return w, nil
 }
 
 func (g *globals) open(envName string) (*workspace, error) {
@@ -94,5 +126,5 @@ func (w *workspace) renderOptions(context string) render.Options {
 	if context == "" {
 		context = w.defaultContext()
 	}
-	return render.Options{RepoRoot: w.root, Env: w.env, Context: context, KubeVersion: w.pins["KUBERNETES_VERSION"]}
+	return render.Options{RepoRoot: w.root, Env: w.env, Context: context, KubeVersion: w.pins["KUBERNETES_VERSION"], Overrides: w.overrides}
 }

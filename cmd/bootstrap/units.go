@@ -10,12 +10,13 @@ import (
 
 func newUnitsCommand(g *globals) *cobra.Command {
 	var context, output string
+	var valueFiles []string
 	cmd := &cobra.Command{
 		Use:   "units ENV",
 		Short: "Show the unit graph: what is enabled and why, dependencies, critical path",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w, err := g.open(args[0])
+			w, err := g.openWithValues(args[0], valueFiles)
 			if err != nil {
 				return err
 			}
@@ -38,5 +39,6 @@ func newUnitsCommand(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&context, "context", "", "bootstrap, management or workload (default: workload for workload-clusters/*, else bootstrap)")
 	cmd.Flags().StringVarP(&output, "output", "o", "tree", "tree, mermaid or json")
+	addValuesFlag(cmd, &valueFiles)
 	return cmd
 }

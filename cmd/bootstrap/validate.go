@@ -9,7 +9,8 @@ import (
 )
 
 func newValidateCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var valueFiles []string
+	cmd := &cobra.Command{
 		Use:   "validate ENV",
 		Short: "Check the environment offline: values, unit graph, builds and object schemas",
 		Long: `Check the environment offline in every context it runs in (bootstrap, then management before
@@ -18,7 +19,7 @@ graph, the build of every enabled unit, and every resulting object against the s
 vendored components. Exits non-zero with every problem, each naming its file and key.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w, err := g.open(args[0])
+			w, err := g.openWithValues(args[0], valueFiles)
 			if err != nil {
 				return err
 			}
@@ -32,4 +33,6 @@ vendored components. Exits non-zero with every problem, each naming its file and
 			return nil
 		},
 	}
+	addValuesFlag(cmd, &valueFiles)
+	return cmd
 }
