@@ -58,13 +58,40 @@ func dur(d time.Duration) string {
 	if d < time.Minute {
 		return fmt.Sprintf("%ds", int(d.Seconds()))
 	}
-	return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	if d < time.Hour {
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	if d < 24*time.Hour {
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
 }
 
 var symbols = map[State]string{Pending: "·", Reconciling: "◌", Ready: "✓", Failed: "✗", Suspended: "‖"}
 
-// unitLines renders the unit tree of a snapshot.
-func unitLines(s Snapshot) []string {
+// elapsedColumn is how long each unit has been (or was) reconciling while it is watched.
+func elapsedColumn(s Snapshot) func(Unit) string {
+	return func(u Unit) string {
+		if u.Started.IsZero() {
+			return ""
+		}
+		return dur(u.Elapsed(s.At))
+	}
+}
+
+// sinceColumn is how long each unit has been in its state, from its Kustomization's condition:
+// for a single look, which has no history of its own.
+func sinceColumn(s Snapshot) func(Unit) string {
+	return func(u Unit) string {
+		if u.Since.IsZero() || u.Since.After(s.At) {
+			return ""
+		}
+		return dur(s.At.Sub(u.Since))
+	}
+}
+
+// unitLines renders the unit tree of a snapshot, with column's time for each unit.
+func unitLines(s Snapshot, column func(Unit) string) []string {
 	if s.Graph == nil {
 		return []string{"  " + s.Release}
 	}
@@ -82,10 +109,7 @@ func unitLines(s Snapshot) []string {
 		u := byName[l.Unit.Name]
 		label := l.Prefix + u.Name
 		pad := strings.Repeat(" ", width-len([]rune(label))+1)
-		elapsed := ""
-		if !u.Started.IsZero() {
-			elapsed = dur(u.Elapsed(s.At))
-		}
+		elapsed := column(u)
 		detail := u.Message
 		if u.State == Ready {
 			detail = ""
@@ -158,7 +182,7 @@ func (p *ttyPrinter) Units(s Snapshot) {
 	defer p.mu.Unlock()
 	p.clear()
 	ready, total := s.Counts()
-	p.region = append([]string{fmt.Sprintf("  units: %d/%d ready, %s since start", ready, total, dur(s.At.Sub(p.start)))}, unitLines(s)...)
+	p.region = append([]string{fmt.Sprintf("  units: %d/%d ready, %s since start", ready, total, dur(s.At.Sub(p.start)))}, unitLines(s, elapsedColumn(s))...)
 	p.draw()
 }
 
@@ -305,11 +329,12 @@ func (p *jsonPrinter) Units(s Snapshot) {
 }
 func (p *jsonPrinter) Close() {}
 
-// WriteStatus prints a snapshot once: the state of the release, or the unit tree.
+// WriteStatus prints a snapshot once: the state of the release, or the unit tree with how long
+// each unit has been in its state.
 func WriteStatus(w io.Writer, title string, s Snapshot) {
 	ready, total := s.Counts()
-	fmt.Fprintf(w, "%s: %d/%d units ready\n", title, ready, total)
-	for _, l := range unitLines(s) {
+	fmt.Fprintf(w, "%s: %d/%d units ready (time: in this state)\n", title, ready, total)
+	for _, l := range unitLines(s, sinceColumn(s)) {
 		fmt.Fprintln(w, l)
 	}
 }

@@ -140,3 +140,27 @@ func TestPrinters(t *testing.T) {
 		t.Error("timeline has no bars")
 	}
 }
+
+// A single look (bootstrap status) has watched nothing: the time it shows is how long each unit
+// has been in its state, as its Kustomization's condition records it.
+func TestStatusShowsHowLongEachUnitHasBeenInItsState(t *testing.T) {
+	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	at := func(k *kustomizev1.Kustomization, d time.Duration) *kustomizev1.Kustomization {
+		k.Status.Conditions[0].LastTransitionTime = metav1.NewTime(t0.Add(d))
+		return k
+	}
+	s := NewTracker(t0.Add(time.Hour)).Update(Observed{Graph: graph(), Kustomizations: map[string]*kustomizev1.Kustomization{
+		"cert-manager": at(ks("cert-manager", 1, 1, "True", "ReconciliationSucceeded", "ok"), 0),
+		"capi":         at(ks("capi", 1, 1, "Unknown", "Progressing", "Reconciliation in progress"), 58*time.Minute),
+	}}, t0.Add(time.Hour))
+	var out bytes.Buffer
+	WriteStatus(&out, "test", s)
+	for _, want := range []string{"cert-manager", "ready", "1h00m", "capi", "reconciling", "2m00s"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), " 0s ") {
+		t.Errorf("status shows the time since the look itself:\n%s", out.String())
+	}
+}

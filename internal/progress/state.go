@@ -32,17 +32,20 @@ const (
 
 // Unit is the observed state of one unit.
 type Unit struct {
-	Name        string        `json:"name"`
-	State       State         `json:"state"`
-	Reason      string        `json:"reason,omitempty"`
-	Message     string        `json:"message,omitempty"`
-	DependsOn   []string      `json:"depends_on,omitempty"`
-	WaitingOn   []string      `json:"waiting_on,omitempty"`
-	Timeout     time.Duration `json:"timeout"`
-	Started     time.Time     `json:"started,omitzero"`
-	Finished    time.Time     `json:"finished,omitzero"`
-	Details     []string      `json:"details,omitempty"`
-	Description string        `json:"description,omitempty"`
+	Name      string        `json:"name"`
+	State     State         `json:"state"`
+	Reason    string        `json:"reason,omitempty"`
+	Message   string        `json:"message,omitempty"`
+	DependsOn []string      `json:"depends_on,omitempty"`
+	WaitingOn []string      `json:"waiting_on,omitempty"`
+	Timeout   time.Duration `json:"timeout"`
+	Started   time.Time     `json:"started,omitzero"`
+	Finished  time.Time     `json:"finished,omitzero"`
+	// Since is when the unit's Kustomization entered its current condition, as the cluster
+	// recorded it: what a one-time look (status) can tell, having not watched the unit.
+	Since       time.Time `json:"since,omitzero"`
+	Details     []string  `json:"details,omitempty"`
+	Description string    `json:"description,omitempty"`
 
 	readyBeforeSuspend bool
 }
@@ -180,9 +183,13 @@ func classify(u *Unit, ks *kustomizev1.Kustomization) {
 	}
 	if stalled := apimeta.FindStatusCondition(ks.Status.Conditions, meta.StalledCondition); stalled != nil && stalled.Status == "True" {
 		u.State, u.Reason, u.Message = Failed, stalled.Reason, stalled.Message
+		u.Since = stalled.LastTransitionTime.Time
 		return
 	}
 	ready := apimeta.FindStatusCondition(ks.Status.Conditions, meta.ReadyCondition)
+	if ready != nil {
+		u.Since = ready.LastTransitionTime.Time
+	}
 	switch {
 	case ready == nil:
 		u.State, u.Message = Reconciling, "not reconciled yet"
