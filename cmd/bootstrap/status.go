@@ -131,6 +131,8 @@ func newCleanupCommand(g *globals) *cobra.Command {
 				Namespace:   environment.Namespace,
 				Cluster:     str("cluster", "name"),
 				CAPD:        str("cluster", "providers", "infrastructure") == "capd",
+
+				ManagementKubeconfig: bootstrap.ManagementKubeconfig(dir, w.env.Name),
 			}, func(format string, a ...any) { fmt.Fprintf(out, format+"\n", a...) })
 		},
 	}

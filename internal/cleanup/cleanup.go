@@ -6,7 +6,9 @@ package cleanup
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -27,6 +29,10 @@ type Target struct {
 	Namespace   string // where the Cluster API cluster is defined
 	Cluster     string // the Cluster API cluster's name
 	CAPD        bool   // its machines are containers of this host
+	// ManagementKubeconfig is the kubeconfig the bootstrap wrote once the cluster was
+	// self-managed; removed with the cluster's containers, so that a new bootstrap is not refused
+	// for a cluster that is gone.
+	ManagementKubeconfig string
 }
 
 // Run removes the target, reporting each step.
@@ -57,7 +63,17 @@ func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string,
 		log("the machines of %s are not containers of this host: delete them from the management cluster", t.Cluster)
 		return nil
 	}
-	return removeContainers(ctx, t.Cluster, log)
+	if err := removeContainers(ctx, t.Cluster, log); err != nil {
+		return err
+	}
+	if t.ManagementKubeconfig != "" {
+		if err := os.Remove(t.ManagementKubeconfig); err == nil {
+			log("removed the kubeconfig of %s: %s", t.Cluster, t.ManagementKubeconfig)
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove the kubeconfig of %s: %w", t.Cluster, err)
+		}
+	}
+	return nil
 }
 
 // deleteCluster deletes the Cluster API cluster from the bootstrap cluster and waits until its

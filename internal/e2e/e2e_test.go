@@ -180,6 +180,11 @@ func cleanup(t *testing.T, env string) {
 	if r.err != nil {
 		t.Errorf("cleanup %s: %v", env, r.err)
 	}
+	// The cluster is gone with its containers: so is its kubeconfig, or a new bootstrap of the
+	// environment would be refused as already done.
+	if _, err := os.Stat(filepath.Join(stateDir, "environments", env, "management.kubeconfig")); err == nil {
+		t.Errorf("cleanup %s left the management kubeconfig", env)
+	}
 	os.RemoveAll(filepath.Join(stateDir, "environments"))
 }
 
