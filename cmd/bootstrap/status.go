@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
@@ -36,9 +37,12 @@ cluster is kept).`,
 				return err
 			}
 			clusterName, _, _ := unstructured.NestedString(vals, "cluster", "name")
+			// A single look: a cluster that does not answer within this is reported, not waited for.
+			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
+			defer cancel()
 			for i, c := range clusters {
 				obs, err := progress.Source{Cluster: c, Namespace: environment.Namespace, Release: render.ReleaseName,
-					ClusterName: clusterName, ClusterUnit: "cluster"}.Observe(cmd.Context())
+					ClusterName: clusterName, ClusterUnit: "cluster"}.Observe(ctx)
 				if err != nil {
 					return fmt.Errorf("read the units of the %s cluster: %w", c.Name, err)
 				}
@@ -79,7 +83,6 @@ func (w *workspace) statusClusters(vals map[string]any, kubeconfig string) ([]*k
 		if err != nil {
 			return nil, err
 		}
-		c.Name = "bootstrap"
 		clusters = append(clusters, c)
 	}
 	path := bootstrap.ManagementKubeconfig(dir, w.env.Name)
@@ -126,12 +129,11 @@ func newCleanupCommand(g *globals) *cobra.Command {
 			str := func(f ...string) string { s, _, _ := unstructured.NestedString(vals, f...); return s }
 			out := cmd.OutOrStdout()
 			return cleanup.Run(cmd.Context(), kindcluster.New(dir, func(msg string) { fmt.Fprintln(out, "kind:", msg) }), cleanup.Target{
-				Environment: w.env.Name,
-				Kind:        str("bootstrap_cluster", "name"),
-				Namespace:   environment.Namespace,
-				Cluster:     str("cluster", "name"),
-				CAPD:        str("cluster", "providers", "infrastructure") == "capd",
-
+				Environment:          w.env.Name,
+				Kind:                 str("bootstrap_cluster", "name"),
+				Namespace:            environment.Namespace,
+				Cluster:              str("cluster", "name"),
+				CAPD:                 str("cluster", "providers", "infrastructure") == "capd",
 				ManagementKubeconfig: bootstrap.ManagementKubeconfig(dir, w.env.Name),
 			}, func(format string, a ...any) { fmt.Fprintf(out, format+"\n", a...) })
 		},
