@@ -5,12 +5,13 @@ import (
 	"testing"
 
 	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/testenv"
 )
 
 // Every bad input fails before anything reaches a cluster, with a message naming the file (and
 // line when there is one), the key and what was expected.
 func TestBadInputsNameTheFileAndTheKey(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.Checkout(t)
 	appendValues := func(extra string) map[string]func(string) string {
 		return map[string]func(string) string{"values.yaml": func(s string) string { return s + extra }}
 	}

@@ -4,14 +4,15 @@ import (
 	"testing"
 
 	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/testenv"
 )
 
 // BenchmarkRender renders each environment in its first context: values, umbrella chart, every
 // unit's kustomize build and the HelmRelease charts.
 func BenchmarkRender(b *testing.B) {
-	root := repoRoot(b)
+	root := testenv.Checkout(b)
 	for _, name := range []string{"kubeadm-capd", "rke2-capd", "kubeadm-capo", "rke2-capo", "workload-clusters/kubeadm-capd-workload"} {
-		env := mustLoadEnv(b, root, name)
+		env := testenv.Environment(b, root, name)
 		context := render.ContextBootstrap
 		if env.Workload() {
 			context = render.ContextWorkload

@@ -16,15 +16,6 @@ import (
 	"cluster-init.dev/cluster-init/internal/versions"
 )
 
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	root, err := checkout.Root(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
-
 func kubeVersion(t testing.TB, root string) string {
 	t.Helper()
 	pins, err := versions.Load(root)
@@ -72,21 +63,11 @@ func copyEnv(t testing.TB, root, name string, edits map[string]func(string) stri
 	return dst
 }
 
+// loadEnv loads an edited copy of an environment (dir), with file names shown as the CLI shows
+// them; testenv.Environment loads the checkout's own.
 func loadEnv(t testing.TB, root, name, dir string) (*environment.Environment, error) {
 	t.Helper()
-	if dir == "" {
-		dir = filepath.Join(root, environment.Dir, name)
-	}
 	return environment.Load(name, dir, func(p string) string { return checkout.Relative(root, p) })
-}
-
-func mustLoadEnv(t testing.TB, root, name string) *environment.Environment {
-	t.Helper()
-	env, err := loadEnv(t, root, name, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env
 }
 
 func renderEnv(t testing.TB, root string, env *environment.Environment, context string, overrides ...values.Layer) *render.Result {

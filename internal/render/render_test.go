@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/testenv"
 	"cluster-init.dev/cluster-init/internal/values"
 )
 
@@ -45,7 +46,7 @@ func expectedEdges(bootstrap, infra, context string, selfManaged bool) []string 
 }
 
 func TestDependsOnFollowTheDocumentedOrder(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.Checkout(t)
 	envs := []struct{ name, bootstrap, infra string }{
 		{"kubeadm-capd", "kubeadm", "capd"},
 		{"rke2-capd", "rke2", "capd"},
@@ -53,7 +54,7 @@ func TestDependsOnFollowTheDocumentedOrder(t *testing.T) {
 		{"rke2-capo", "rke2", "capo"},
 	}
 	for _, e := range envs {
-		env := mustLoadEnv(t, root, e.name)
+		env := testenv.Environment(t, root, e.name)
 		for _, c := range []struct {
 			context     string
 			selfManaged bool
@@ -88,7 +89,7 @@ func TestDependsOnFollowTheDocumentedOrder(t *testing.T) {
 	}
 
 	t.Run("workload-clusters/kubeadm-capd-workload/workload", func(t *testing.T) {
-		env := mustLoadEnv(t, root, "workload-clusters/kubeadm-capd-workload")
+		env := testenv.Environment(t, root, "workload-clusters/kubeadm-capd-workload")
 		res := renderEnv(t, root, env, render.ContextWorkload)
 		if _, edges := kustomizationEdges(res); !slices.Equal(edges, expectedEdges("kubeadm", "capd", render.ContextWorkload, false)) {
 			t.Errorf("dependsOn edges: got %v", edges)
@@ -97,8 +98,8 @@ func TestDependsOnFollowTheDocumentedOrder(t *testing.T) {
 }
 
 func TestDisablingAProviderRemovesItsUnitAndEveryEdgeToIt(t *testing.T) {
-	root := repoRoot(t)
-	env := mustLoadEnv(t, root, "kubeadm-capd")
+	root := testenv.Checkout(t)
+	env := testenv.Environment(t, root, "kubeadm-capd")
 	res := renderEnv(t, root, env, render.ContextBootstrap,
 		values.FromMap("(test)", map[string]any{"units": map[string]any{"capd": map[string]any{"enabled": false}}}))
 
@@ -139,7 +140,7 @@ func TestDisablingAProviderRemovesItsUnitAndEveryEdgeToIt(t *testing.T) {
 	}
 
 	// With the other infrastructure provider nothing at all reaches capd's namespace.
-	res = renderEnv(t, root, mustLoadEnv(t, root, "kubeadm-capo"), render.ContextBootstrap)
+	res = renderEnv(t, root, testenv.Environment(t, root, "kubeadm-capo"), render.ContextBootstrap)
 	units, edges = kustomizationEdges(res)
 	if slices.Contains(units, "capd") || !slices.Contains(units, "capo") {
 		t.Errorf("infrastructure provider capo: units %v", units)
@@ -155,11 +156,11 @@ func TestDisablingAProviderRemovesItsUnitAndEveryEdgeToIt(t *testing.T) {
 }
 
 func TestWorkloadContextRendersNoManagementComponent(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.Checkout(t)
 	managementOnly := []string{"cert-manager", "capi", "cabpk", "cabpr", "capd", "capo", "orc",
 		"management-flux", "management-configs", "management-cluster-init", "pivot", "cluster-init"}
 	for _, name := range []string{"workload-clusters/kubeadm-capd-workload", "kubeadm-capo"} {
-		env := mustLoadEnv(t, root, name)
+		env := testenv.Environment(t, root, name)
 		res := renderEnv(t, root, env, render.ContextWorkload)
 		units, _ := kustomizationEdges(res)
 		for _, u := range managementOnly {
@@ -183,7 +184,7 @@ func TestWorkloadContextRendersNoManagementComponent(t *testing.T) {
 var sentinels = []string{"SENTINEL-app-cred-secret-4b1d", "SENTINEL-ca-cert-9f2e"}
 
 func TestSecretsNeverAppearInRenderOutputUnlessAsked(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.Checkout(t)
 	dir := copyEnv(t, root, "kubeadm-capo", map[string]func(string) string{
 		"secrets.yaml": func(s string) string {
 			s = strings.Replace(s, "application_credential_secret: FILL-IN", "application_credential_secret: "+sentinels[0], 1)
@@ -240,8 +241,8 @@ func TestSecretsNeverAppearInRenderOutputUnlessAsked(t *testing.T) {
 }
 
 func TestEveryUnitObjectIsAnnotatedWithItsUnit(t *testing.T) {
-	root := repoRoot(t)
-	res := renderEnv(t, root, mustLoadEnv(t, root, "kubeadm-capd"), render.ContextBootstrap)
+	root := testenv.Checkout(t)
+	res := renderEnv(t, root, testenv.Environment(t, root, "kubeadm-capd"), render.ContextBootstrap)
 	perUnit := map[string]int{}
 	for _, o := range res.Objects {
 		ann := o.Object.GetAnnotations()
@@ -276,8 +277,8 @@ func TestEveryUnitObjectIsAnnotatedWithItsUnit(t *testing.T) {
 
 // --values layers reach the cluster (the release in the cluster sees them too), never with secrets.
 func TestOverridesReachTheClusterAsAConfigMap(t *testing.T) {
-	root := repoRoot(t)
-	env := mustLoadEnv(t, root, "kubeadm-capd")
+	root := testenv.Checkout(t)
+	env := testenv.Environment(t, root, "kubeadm-capd")
 	override := values.FromMap("mirrors.yaml", map[string]any{"registry_mirrors": map[string]any{"hosts_config": map[string]any{
 		"quay.io": []any{map[string]any{"mirror_url": "http://mirror.test:5000/v2/quay.io", "override_path": true}}}}})
 	res := renderEnv(t, root, env, render.ContextBootstrap, override)
