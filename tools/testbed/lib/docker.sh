@@ -1,13 +1,16 @@
 # shellcheck shell=bash
 # Docker engine, sandbox detection and fixes, cached image builds.
 
+# shellcheck source=prereqs.sh
+source "$TESTBED_DIR/lib/prereqs.sh"
+
 # ---------------------------------------------------------------------------------------
 # Engine.
 
 # docker_start: start dockerd in the background unless an engine answers already.
 docker_start() {
   if docker info >/dev/null 2>&1; then return 0; fi
-  [[ -x /usr/sbin/dockerd ]] || die "no docker engine running and /usr/sbin/dockerd not found"
+  [[ -x /usr/sbin/dockerd ]] || prereqs_install
   mkdir -p "$CACHE/logs"
   log "starting dockerd (log: $CACHE/logs/dockerd.log)"
   nohup /usr/sbin/dockerd >>"$CACHE/logs/dockerd.log" 2>&1 </dev/null &
@@ -20,9 +23,10 @@ docker_start() {
   die "dockerd did not come up within 60s"
 }
 
-# docker_ready: a running engine with the sandbox fixes this host needs (the runtime
+# docker_ready: the host packages (lib/prereqs.sh), a running engine with the sandbox fixes this host needs (the runtime
 # wrapper lives in the cache: a deleted cache is repaired here).
 docker_ready() {
+  prereqs_install
   docker_start
   sandbox_detect
   docker_capfix
