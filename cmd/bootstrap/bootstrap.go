@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,6 +18,7 @@ import (
 // bootstrapFlags are the flags of `bootstrap ENV`.
 type bootstrapFlags struct {
 	kubeconfig string
+	context    string
 	source     string
 	valueFiles []string
 	timeout    time.Duration
@@ -27,7 +29,7 @@ type bootstrapFlags struct {
 }
 
 func addBootstrapFlags(cmd *cobra.Command, f *bootstrapFlags) {
-	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "bootstrap: use this existing cluster instead of a kind cluster (no pivot); apply: the management cluster")
+	addKubeconfigFlags(cmd, &f.kubeconfig, &f.context, "bootstrap: use this existing cluster instead of a kind cluster (no pivot); apply: the management cluster")
 	cmd.Flags().StringVar(&f.source, "source", "oci", "what the clusters reconcile from: oci (the checkout, pushed to the registry next to kind) or git (the checkout's commit)")
 	addValuesFlag(cmd, &f.valueFiles)
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 60*time.Minute, "give up after this long")
@@ -88,6 +90,7 @@ func (g *globals) runFlow(cmd *cobra.Command, envName string, f *bootstrapFlags,
 		Overrides:     w.overrides,
 		KubeVersion:   w.pins["KUBERNETES_VERSION"],
 		Kubeconfig:    f.kubeconfig,
+		Context:       f.context,
 		Source:        f.source,
 		StateDir:      stateDir,
 		Timeout:       f.timeout,
@@ -98,10 +101,12 @@ func (g *globals) runFlow(cmd *cobra.Command, envName string, f *bootstrapFlags,
 	})
 	if res != nil && len(res.Phases) > 0 {
 		fmt.Fprintln(out, "\nphases:")
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 		for _, p := range res.Phases {
-			fmt.Fprintf(out, "  %-18s %s\n", p.Name, p.End.Sub(p.Start).Round(time.Second))
+			fmt.Fprintf(tw, "  %s\t%s\n", p.Name, p.End.Sub(p.Start).Round(time.Second))
 		}
-		fmt.Fprintf(out, "  %-18s %s\n", "total", time.Since(start).Round(time.Second))
+		fmt.Fprintf(tw, "  %s\t%s\n", "total", time.Since(start).Round(time.Second))
+		_ = tw.Flush()
 	}
 	return err
 }

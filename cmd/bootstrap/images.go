@@ -28,19 +28,24 @@ image of CAPD machines.`,
 			if err != nil {
 				return err
 			}
+			r, err := w.renderer()
+			if err != nil {
+				return err
+			}
+			defer r.Close()
 			var objs []*unstructured.Unstructured
 			var uses []images.Use
 			for _, t := range validate.Targets(w.env) {
 				opts := w.renderOptions(t.Context)
 				opts.Overrides = append(append([]values.Layer{}, w.overrides...), t.Overrides...)
-				res, err := render.Render(cmd.Context(), opts)
+				res, err := r.Render(cmd.Context(), opts)
 				if err != nil {
 					return err
 				}
 				for _, o := range res.Objects {
 					objs = append(objs, o.Object)
 				}
-				uses = addNodeImages(uses, t.Context, res.Values)
+				uses = addNodeImages(uses, t.Context, res.Settings)
 			}
 			for _, u := range images.FromObjects(objs) {
 				for _, user := range u.Users {
@@ -63,17 +68,12 @@ image of CAPD machines.`,
 }
 
 // addNodeImages adds the images machines are made of, which no pod template names.
-func addNodeImages(uses []images.Use, context string, vals map[string]any) []images.Use {
-	if context == render.ContextBootstrap {
-		if img, _, _ := unstructured.NestedString(vals, "bootstrap_cluster", "node_image"); img != "" {
-			uses = images.Add(uses, img, "kind bootstrap cluster nodes")
-		}
+func addNodeImages(uses []images.Use, context string, v values.Settings) []images.Use {
+	if context == render.ContextBootstrap && v.BootstrapCluster.NodeImage != "" {
+		uses = images.Add(uses, v.BootstrapCluster.NodeImage, "kind bootstrap cluster nodes")
 	}
-	infra, _, _ := unstructured.NestedString(vals, "cluster", "providers", "infrastructure")
-	if infra == "capd" {
-		if img, _, _ := unstructured.NestedString(vals, "cluster", "capd", "node_image"); img != "" {
-			uses = images.Add(uses, img, "CAPD machines")
-		}
+	if v.Cluster.OnDocker() && v.Cluster.CAPD.NodeImage != "" {
+		uses = images.Add(uses, v.Cluster.CAPD.NodeImage, "CAPD machines")
 	}
 	return uses
 }

@@ -25,7 +25,7 @@ unit that applies it. Secret values are redacted unless --show-secrets is given.
 			if err != nil {
 				return err
 			}
-			res, err := render.Render(cmd.Context(), w.renderOptions(context))
+			res, err := w.render(cmd.Context(), context)
 			if err != nil {
 				return err
 			}

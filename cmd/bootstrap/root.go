@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -126,5 +127,21 @@ func (w *workspace) renderOptions(context string) render.Options {
 	if context == "" {
 		context = w.defaultContext()
 	}
-	return render.Options{RepoRoot: w.root, Env: w.env, Context: context, KubeVersion: w.pins["KUBERNETES_VERSION"], Overrides: w.overrides}
+	return render.Options{Env: w.env, Context: context, Overrides: w.overrides}
+}
+
+// renderer renders the workspace's checkout; the caller closes it.
+func (w *workspace) renderer() (*render.Renderer, error) {
+	return render.New(w.root, w.pins["KUBERNETES_VERSION"])
+}
+
+// render renders the environment once, in context.
+func (w *workspace) render(ctx context.Context, context string) (*render.Result, error) {
+	return render.Render(ctx, w.root, w.pins["KUBERNETES_VERSION"], w.renderOptions(context))
+}
+
+// settings reads the names and choices of the environment's values in the bootstrap context,
+// without checking them: for the commands that must work whatever the values.
+func (w *workspace) settings() (values.Settings, error) {
+	return render.Unchecked(w.root, w.renderOptions(render.ContextBootstrap))
 }

@@ -7,42 +7,43 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"cluster-init.dev/cluster-init/internal/bootstrap"
 	"cluster-init.dev/cluster-init/internal/cleanup"
-	"cluster-init.dev/cluster-init/internal/environment"
 	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/progress"
-	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/values"
 )
 
 func newStatusCommand(g *globals) *cobra.Command {
-	var kubeconfig string
+	var kubeconfig, kubeContext string
 	cmd := &cobra.Command{
 		Use:   "status ENV",
 		Short: "Show the state of every unit of a bootstrap once",
 		Long: `Show the unit tree of the environment once: in its kind bootstrap cluster while there is one,
 and in its management cluster once the pivot wrote its kubeconfig (both while the bootstrap
-cluster is kept).`,
+cluster is kept). It reads only the names it needs from the values, and works whatever they are.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w, vals, err := g.openBootstrap(cmd, args[0])
+			w, err := g.open(args[0])
 			if err != nil {
 				return err
 			}
-			clusters, err := w.statusClusters(vals, kubeconfig)
+			v, err := w.settings()
 			if err != nil {
 				return err
 			}
-			clusterName, _, _ := unstructured.NestedString(vals, "cluster", "name")
+			clusters, err := w.statusClusters(v, kubeconfig, kubeContext)
+			if err != nil {
+				return err
+			}
 			// A single look: a cluster that does not answer within this is reported, not waited for.
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
 			for i, c := range clusters {
-				obs, err := progress.Source{Cluster: c, Namespace: environment.Namespace, Release: render.ReleaseName,
-					ClusterName: clusterName, ClusterUnit: "cluster"}.Observe(ctx)
+				obs, err := progress.Source{Cluster: c, ClusterName: v.Cluster.Name}.Observe(ctx)
 				if err != nil {
 					return fmt.Errorf("read the units of the %s cluster: %w", c.Name, err)
 				}
@@ -55,15 +56,22 @@ cluster is kept).`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "the cluster to read, if it is not one of cluster-init's")
+	addKubeconfigFlags(cmd, &kubeconfig, &kubeContext, "the cluster to read, if it is not one of cluster-init's")
 	return cmd
+}
+
+// addKubeconfigFlags adds --kubeconfig and --kube-context (as Helm names it: --context is the
+// release context of the offline commands), read the way kubectl reads them.
+func addKubeconfigFlags(cmd *cobra.Command, kubeconfig, kubeContext *string, what string) {
+	cmd.Flags().StringVar(kubeconfig, "kubeconfig", "", what)
+	cmd.Flags().StringVar(kubeContext, "kube-context", "", "the context of the kubeconfig to use (default: its current context)")
 }
 
 // statusClusters are the clusters that hold the environment's units: the one given, else the
 // kind bootstrap cluster and the management cluster, whichever exist.
-func (w *workspace) statusClusters(vals map[string]any, kubeconfig string) ([]*kube.Cluster, error) {
+func (w *workspace) statusClusters(v values.Settings, kubeconfig, kubeContext string) ([]*kube.Cluster, error) {
 	if kubeconfig != "" {
-		c, err := kube.FromFile("given", kubeconfig)
+		c, err := kube.Load("given", kubeconfig, kubeContext)
 		if err != nil {
 			return nil, err
 		}
@@ -74,7 +82,7 @@ func (w *workspace) statusClusters(vals map[string]any, kubeconfig string) ([]*k
 		return nil, err
 	}
 	var clusters []*kube.Cluster
-	kindName, _, _ := unstructured.NestedString(vals, "bootstrap_cluster", "name")
+	kindName := v.BootstrapCluster.Name
 	m := kindcluster.New(dir, func(string) {})
 	if ok, err := m.Exists(kindName); err != nil {
 		return nil, err
@@ -99,26 +107,21 @@ func (w *workspace) statusClusters(vals map[string]any, kubeconfig string) ([]*k
 	return clusters, nil
 }
 
-// openBootstrap opens an environment and renders its values in the bootstrap context.
-func (g *globals) openBootstrap(cmd *cobra.Command, envName string) (*workspace, map[string]any, error) {
-	w, err := g.open(envName)
-	if err != nil {
-		return nil, nil, err
-	}
-	res, err := render.Render(cmd.Context(), w.renderOptions(render.ContextBootstrap))
-	if err != nil {
-		return nil, nil, err
-	}
-	return w, res.Values, nil
-}
-
 func newCleanupCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cleanup ENV",
 		Short: "Remove what a bootstrap created: the kind cluster and the CAPD containers of the cluster",
-		Args:  cobra.ExactArgs(1),
+		Long: `Remove what a bootstrap of the environment created: the Cluster API cluster (through Cluster
+API while the kind cluster still runs it), the kind cluster, the CAPD containers of the cluster and
+its management kubeconfig. It reads only the names it needs from the values, and works whatever
+they are.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w, vals, err := g.openBootstrap(cmd, args[0])
+			w, err := g.open(args[0])
+			if err != nil {
+				return err
+			}
+			v, err := w.settings()
 			if err != nil {
 				return err
 			}
@@ -126,14 +129,13 @@ func newCleanupCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			str := func(f ...string) string { s, _, _ := unstructured.NestedString(vals, f...); return s }
 			out := cmd.OutOrStdout()
 			return cleanup.Run(cmd.Context(), kindcluster.New(dir, func(msg string) { fmt.Fprintln(out, "kind:", msg) }), cleanup.Target{
 				Environment:          w.env.Name,
-				Kind:                 str("bootstrap_cluster", "name"),
-				Namespace:            environment.Namespace,
-				Cluster:              str("cluster", "name"),
-				CAPD:                 str("cluster", "providers", "infrastructure") == "capd",
+				Kind:                 v.BootstrapCluster.Name,
+				Namespace:            names.Namespace,
+				Cluster:              v.Cluster.Name,
+				CAPD:                 v.Cluster.OnDocker(),
 				ManagementKubeconfig: bootstrap.ManagementKubeconfig(dir, w.env.Name),
 			}, func(format string, a ...any) { fmt.Fprintf(out, format+"\n", a...) })
 		},

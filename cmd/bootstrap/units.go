@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-
-	"cluster-init.dev/cluster-init/internal/render"
 )
 
 func newUnitsCommand(g *globals) *cobra.Command {
@@ -21,7 +19,7 @@ func newUnitsCommand(g *globals) *cobra.Command {
 				return err
 			}
 			opts := w.renderOptions(context)
-			res, err := render.Render(cmd.Context(), opts)
+			res, err := w.render(cmd.Context(), opts.Context)
 			if err != nil {
 				return err
 			}

@@ -23,7 +23,12 @@ vendored components. Exits non-zero with every problem, each naming its file and
 			if err != nil {
 				return err
 			}
-			reports, err := validate.Environment(cmd.Context(), w.renderOptions(""))
+			r, err := w.renderer()
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			reports, err := validate.Environment(cmd.Context(), r, w.renderOptions(""))
 			for _, r := range reports {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s: %d units, %d objects valid\n", w.env.Name, r.Target, r.Units, r.Objects)
 			}

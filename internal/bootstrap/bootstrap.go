@@ -1,26 +1,27 @@
-// Package bootstrap is the flow of `bootstrap ENV`: validate the environment, get a bootstrap
-// cluster (kind, or an existing one), install Flux, publish the source, apply the environment and
-// the cluster-init release, then follow every unit until the management cluster runs. Every phase
-// is safe to run again: a second run continues where the first stopped.
+// Package bootstrap is the flow of `bootstrap ENV` and of day 2 (`bootstrap apply ENV`). Like
+// kind's create.go, Run reads as the list of its phases; each phase lives in the file named
+// after it, takes what it needs and returns what it produced:
+//
+//	validate           validate.go         the environment in every context; the plan of the bootstrap context
+//	bootstrap cluster  bootstrapcluster.go the kind cluster (or the one given) with the CNI
+//	flux               flux.go             Flux's controllers
+//	source             source.go           the checkout published where the clusters read it
+//	environment        environment.go      the values and the cluster-init release
+//	units              units.go            every unit followed until done; a conclusion if stuck
+//	finish             finish.go           the pivot verified, the management kubeconfig, kind deleted
+//
+// Day 2 (Apply, dayapply.go) connects to the management cluster instead of creating one, and
+// ends by waiting for the machines. Every phase is safe to run again: a second run continues
+// where the first stopped.
 package bootstrap
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
-	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"cluster-init.dev/cluster-init/internal/diagnostics"
 	"cluster-init.dev/cluster-init/internal/environment"
-	"cluster-init.dev/cluster-init/internal/kindcluster"
-	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/progress"
+	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/values"
 )
 
@@ -31,11 +32,13 @@ type Options struct {
 	// Overrides are extra values files (--values), after the environment values.
 	Overrides   []values.Layer
 	KubeVersion string
-	// Kubeconfig, when set, is an existing cluster to bootstrap from instead of kind.
+	// Kubeconfig and Context, when Kubeconfig is set, are an existing cluster: to bootstrap from
+	// instead of kind (no pivot), or for day 2 the management cluster.
 	Kubeconfig string
+	Context    string
 	// Source is oci (push the checkout next to kind) or git (the checkout's commit).
 	Source string
-	// StateDir keeps the kind clusters' files and the diagnostics bundles.
+	// StateDir keeps the kind clusters' files, the management kubeconfigs and the diagnostics.
 	StateDir string
 	// Timeout bounds the whole run.
 	Timeout time.Duration
@@ -60,171 +63,96 @@ type Result struct {
 	Diagnostics string
 }
 
-// flow is the state the phases share, like kind's ActionContext.
-type flow struct {
-	opts   Options
-	out    progress.Printer
-	start  time.Time
-	values map[string]any
-
-	kind      *kindcluster.Manager
-	bootstrap *kube.Cluster
-	source    map[string]any
-	result    *Result
-	// pivotStarted: a previous run's pivot has started; the bootstrap cluster is frozen.
-	pivotStarted bool
-}
-
-type phase struct {
-	name string
-	run  func(ctx context.Context) error
-}
-
 // Run bootstraps the environment.
 func Run(ctx context.Context, opts Options) (*Result, error) {
-	if opts.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
-		defer cancel()
-	}
 	if opts.Kubeconfig != "" {
 		// The existing cluster keeps managing the new one: nothing to pivot.
-		opts.Overrides = append(opts.Overrides, values.FromMap("(--kubeconfig: no pivot)",
-			map[string]any{"units": map[string]any{pivotUnit: map[string]any{"enabled": false}}}))
+		opts.Overrides = append(opts.Overrides, values.FromMap("(--kubeconfig: no pivot)", map[string]any{"pivot": false}))
 	}
-	f := &flow{opts: opts, out: opts.Out, start: time.Now(), result: &Result{}}
-	defer opts.Out.Close()
-
-	phases := []phase{
-		{"validate", f.validate},
-		{"bootstrap cluster", f.bootstrapCluster},
-		{"flux", f.installFlux},
-		{"source", f.publishSource},
-		{"environment", f.applyEnvironment},
-		{"units", f.followUnits},
-		{"finish", f.finish},
-	}
-	return f.run(ctx, phases)
-}
-
-// run runs the phases in order, like kind's actions, recording when each ran; it stops after
-// opts.Until, or at the first error.
-func (f *flow) run(ctx context.Context, phases []phase) (*Result, error) {
-	if f.opts.Until != "" && !slices.ContainsFunc(phases, func(p phase) bool { return p.name == f.opts.Until }) {
-		return f.result, fmt.Errorf("--until: no phase %q (phases: %s)", f.opts.Until, phaseNames(phases))
-	}
-	defer f.writeTimeline()
-	for _, p := range phases {
-		f.out.Phase(p.name)
-		start := time.Now()
-		err := p.run(ctx)
-		f.result.Phases = append(f.result.Phases, progress.Span{Name: p.name, Start: start, End: time.Now()})
-		if err != nil {
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				err = fmt.Errorf("%s: not finished within --timeout %s: %w", p.name, f.opts.Timeout, err)
-			}
-			return f.result, err
-		}
-		if p.name == f.opts.Until {
-			f.out.Log("stopping after phase %q (--until); run again without --until to continue", p.name)
-			break
-		}
-	}
-	return f.result, nil
-}
-
-func phaseNames(phases []phase) string {
-	names := make([]string, len(phases))
-	for i, p := range phases {
-		names[i] = p.name
-	}
-	return strings.Join(names, ", ")
-}
-
-func (f *flow) writeTimeline() {
-	if f.opts.Timeline == "" {
-		return
-	}
-	file, err := os.Create(f.opts.Timeline)
-	if err == nil {
-		err = progress.WriteTimeline(file, "bootstrap "+f.opts.Env.Name, f.start, f.result.Phases, f.result.Units)
-		if cerr := file.Close(); err == nil {
-			err = cerr
-		}
-	}
+	s, err := newSession(opts)
 	if err != nil {
-		f.out.Log("could not write the timeline %s: %v", f.opts.Timeline, err)
-		return
+		return &Result{}, err
 	}
-	f.out.Log("timeline: %s", f.opts.Timeline)
+	defer s.close()
+
+	var (
+		plan *render.Result
+		bc   *bootstrapCluster
+		src  *publishedSource
+	)
+	return s.run(ctx, []phase{
+		{"validate", func(ctx context.Context) (err error) {
+			plan, err = validateBootstrap(ctx, s)
+			return err
+		}},
+		{"bootstrap cluster", func(ctx context.Context) (err error) {
+			bc, err = ensureBootstrapCluster(ctx, s, plan.Settings)
+			return err
+		}},
+		{"flux", func(ctx context.Context) error {
+			return installFlux(ctx, s, bc.cluster)
+		}},
+		{"source", func(ctx context.Context) (err error) {
+			src, err = publishSource(ctx, s, bc, plan.Settings)
+			return err
+		}},
+		{"environment", func(ctx context.Context) error {
+			if src.pivotStarted {
+				s.out.Log("the pivot has started: the environment stays as it was applied")
+				return nil
+			}
+			return applyRelease(ctx, s, bc.cluster, plan, src.values)
+		}},
+		{"units", func(ctx context.Context) error {
+			return followUnits(ctx, s, bc, plan.Settings)
+		}},
+		{"finish", func(ctx context.Context) error {
+			return finish(ctx, s, bc, plan.Settings)
+		}},
+	})
 }
 
-// collectDiagnostics writes the diagnostics bundle of the clusters reachable now.
-func (f *flow) collectDiagnostics(ctx context.Context, conclusion string, clusters ...*kube.Cluster) string {
-	// The run's context may be what expired: collecting gets its own time.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-	defer cancel()
-	b := diagnostics.New(secretValues(f.opts.Env))
-	b.Add("conclusion.txt", []byte(conclusion+"\n"))
-	for _, c := range clusters {
-		if c == nil {
-			continue
-		}
-		if err := b.AddCluster(ctx, c); err != nil {
-			b.Add(c.Name+"/error.txt", []byte(err.Error()))
-		}
-	}
-	path, err := b.Write(filepath.Join(f.opts.StateDir, "diagnostics"), filepath.Base(f.opts.Env.Name))
+// Apply is day 2: it re-applies the environment to its self-managed management cluster (values,
+// secrets, source), has the release take the new values and follows the units until the change
+// is rolled out, machines included.
+func Apply(ctx context.Context, opts Options) (*Result, error) {
+	// The management cluster's release owns its definitions since the pivot.
+	opts.Overrides = append(opts.Overrides, values.FromMap("(state after the pivot)", map[string]any{"self_managed": true}))
+	s, err := newSession(opts)
 	if err != nil {
-		f.out.Log("could not write the diagnostics bundle: %v", err)
-		return ""
+		return &Result{}, err
 	}
-	return path
-}
+	defer s.close()
 
-// secretValues are the leaf values of the environment's secrets, to keep them out of bundles.
-func secretValues(env *environment.Environment) []string {
-	var out []string
-	var walk func(any)
-	walk = func(v any) {
-		switch t := v.(type) {
-		case map[string]any:
-			for _, x := range t {
-				walk(x)
+	var (
+		plan *render.Result
+		mc   *bootstrapCluster // the management cluster: the cluster whose units are followed
+		src  *publishedSource
+	)
+	return s.run(ctx, []phase{
+		{"validate", func(ctx context.Context) (err error) {
+			plan, err = validateManagement(ctx, s)
+			return err
+		}},
+		{"management cluster", func(ctx context.Context) (err error) {
+			mc, err = connectManagement(s)
+			return err
+		}},
+		{"source", func(ctx context.Context) (err error) {
+			src, err = publishSource(ctx, s, mc, plan.Settings)
+			return err
+		}},
+		{"environment", func(ctx context.Context) error {
+			if err := applyRelease(ctx, s, mc.cluster, plan, src.values); err != nil {
+				return err
 			}
-		case []any:
-			for _, x := range t {
-				walk(x)
-			}
-		case string:
-			out = append(out, t)
-		}
-	}
-	for _, l := range env.Layers {
-		if l.Secret {
-			walk(l.Data)
-		}
-	}
-	return out
-}
-
-func nestedString(vals map[string]any, fields ...string) string {
-	s, _, _ := unstructured.NestedString(vals, fields...)
-	return s
-}
-
-func nestedInt(vals map[string]any, fields ...string) int {
-	v, found, _ := unstructured.NestedFieldNoCopy(vals, fields...)
-	if !found {
-		return 0
-	}
-	switch n := v.(type) {
-	case int64:
-		return int(n)
-	case float64:
-		return int(n)
-	case int:
-		return n
-	}
-	return 0
+			return reconcileRelease(ctx, s, mc.cluster)
+		}},
+		{"units", func(ctx context.Context) error {
+			return followUnits(ctx, s, mc, plan.Settings)
+		}},
+		{"machines", func(ctx context.Context) error {
+			return settleMachines(ctx, s, mc.cluster, plan.Settings.Cluster.Name)
+		}},
+	})
 }

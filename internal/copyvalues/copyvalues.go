@@ -17,26 +17,21 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/apply"
 	"cluster-init.dev/cluster-init/internal/kube"
-)
-
-// The objects copied, all in the release namespace.
-var (
-	ConfigMaps = []string{"cluster-init-values", "cluster-init-overrides", "cluster-init-source"}
-	Secrets    = []string{"cluster-init-secrets"}
+	"cluster-init.dev/cluster-init/internal/names"
 )
 
 // Run reads the objects from one cluster and applies them to the other.
 func Run(ctx context.Context, from, to *kube.Cluster, namespace string) ([]string, error) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
 	objs := []client.Object{ns}
-	for _, name := range ConfigMaps {
+	for _, name := range names.CopiedConfigMaps() {
 		cm := &corev1.ConfigMap{}
 		if err := from.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cm); err != nil {
 			return nil, fmt.Errorf("read ConfigMap %s/%s from the %s cluster: %w", namespace, name, from.Name, err)
 		}
 		objs = append(objs, &corev1.ConfigMap{ObjectMeta: copyMeta(cm.ObjectMeta), Data: cm.Data, BinaryData: cm.BinaryData})
 	}
-	for _, name := range Secrets {
+	for _, name := range names.CopiedSecrets() {
 		s := &corev1.Secret{}
 		if err := from.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
 			return nil, fmt.Errorf("read Secret %s/%s from the %s cluster: %w", namespace, name, from.Name, err)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"cluster-init.dev/cluster-init/internal/machines"
+	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/pivot"
 )
 
@@ -38,7 +40,7 @@ func TestBootstrapPivotAndApply(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Minute)
 	defer cancel()
-	hook := writeValues(t, "units:\n  pivot:\n    kustomization_spec:\n      postBuild:\n        substitute:\n          PIVOT_FAIL_ONCE_AFTER: "+strings.Join(pivot.Steps, ",")+"\n")
+	hook := writeValues(t, pivotStopsValues(pivot.StepNames()))
 	timeline := filepath.Join(os.TempDir(), "cluster-init-e2e-timeline.html")
 	r := bootstrap(t, ctx, nil, env, "--values", testbedVs, "--values", hook, "--output", "plain", "--timeline", timeline)
 	r.report(t, "bootstrap "+env)
@@ -110,25 +112,35 @@ func assertExactlyOnce(t *testing.T, kc string) {
 	}
 }
 
+// pivotStopsValues are values that make the pivot stop once after each of steps (the pivot
+// command's test hook, set by a patch of its Job: the shipped manifests carry no test hook).
+func pivotStopsValues(steps []string) string {
+	return `units:
+  pivot:
+    kustomization_spec:
+      patches:
+        - target: {kind: Job, name: pivot}
+          patch: |
+            - op: add
+              path: /spec/template/spec/containers/0/env/-
+              value: {name: CLUSTER_INIT_PIVOT_FAIL_ONCE_AFTER, value: "` + strings.Join(steps, ",") + `"}
+`
+}
+
 // assertPivotRecord checks the record the pivot leaves in the management cluster: every step done,
-// the test hook stopped it after each step and every restart resumed.
+// one attempt more than the test hook's stops (each restart resumed), no machine replaced.
 func assertPivotRecord(t *testing.T, kc string) {
 	t.Helper()
-	raw := kubectl(t, kc, "-n", "cluster-init", "get", "configmap", pivot.StateConfigMap, "-o", "jsonpath={.data.state\\.json}")
-	var st struct {
-		Done        []string          `json:"done"`
-		FailedAfter []string          `json:"failed_after"`
-		Attempts    int               `json:"attempts"`
-		ProviderIDs map[string]string `json:"provider_ids"`
-	}
+	raw := kubectl(t, kc, "-n", "cluster-init", "get", "configmap", names.PivotRecord, "-o", "jsonpath={.data.state\\.json}")
+	var st pivot.State
 	if err := json.Unmarshal([]byte(raw), &st); err != nil {
 		t.Fatalf("pivot record %q: %v", raw, err)
 	}
-	if !slices.Equal(st.Done, pivot.Steps) || !slices.Equal(st.FailedAfter, pivot.Steps) {
-		t.Errorf("pivot record: done %v, stopped after %v", st.Done, st.FailedAfter)
+	if !slices.Equal(st.Done, pivot.StepNames()) || st.Completed == nil || st.Failed != nil {
+		t.Errorf("pivot record: done %v, completed %v, failed %v", st.Done, st.Completed, st.Failed)
 	}
-	if st.Attempts != len(pivot.Steps)+1 {
-		t.Errorf("pivot attempts %d, want %d (one per forced stop, plus the last)", st.Attempts, len(pivot.Steps)+1)
+	if st.Attempts != len(pivot.StepNames())+1 {
+		t.Errorf("pivot attempts %d, want %d (one per forced stop, plus the last)", st.Attempts, len(pivot.StepNames())+1)
 	}
 	now := map[string]string{}
 	for _, line := range strings.Split(kubectl(t, kc, "-n", "cluster-init", "get", "machines", "-o", `jsonpath={range .items[*]}{.metadata.name}={.spec.providerID}{"\n"}{end}`), "\n") {
@@ -136,7 +148,7 @@ func assertPivotRecord(t *testing.T, kc string) {
 			now[name] = id
 		}
 	}
-	if replaced := pivot.Replaced(st.ProviderIDs, now); len(replaced) > 0 || len(st.ProviderIDs) != 2 {
+	if replaced := machines.Replaced(st.ProviderIDs, now); len(replaced) > 0 || len(st.ProviderIDs) != 2 {
 		t.Errorf("machines replaced by the pivot: %v (before %v)", replaced, st.ProviderIDs)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -21,16 +22,12 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
+	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/values"
 )
 
-// The objects an environment must produce, and the keys holding the values.
 const (
-	Namespace     = "cluster-init"
-	ValuesName    = "cluster-init-values"
-	ValuesKey     = "values.yaml"
-	SecretsName   = "cluster-init-secrets"
-	SecretsKey    = "secrets.yaml"
+	// CredentialKey is the only key of an environment's secrets file.
 	CredentialKey = "credentials"
 	// Dir is where environments live in the repository.
 	Dir = "environment-values"
@@ -52,6 +49,32 @@ type Environment struct {
 // Workload tells whether the environment describes a workload cluster.
 func (e *Environment) Workload() bool {
 	return strings.HasPrefix(filepath.ToSlash(e.Name), "workload-clusters/")
+}
+
+// SecretValues are the leaf values of the environment's secrets: what must never appear in output.
+func (e *Environment) SecretValues() []string {
+	var out []string
+	var walk func(any)
+	walk = func(v any) {
+		switch t := v.(type) {
+		case map[string]any:
+			for _, x := range t {
+				walk(x)
+			}
+		case []any:
+			for _, x := range t {
+				walk(x)
+			}
+		case string:
+			out = append(out, t)
+		}
+	}
+	for _, l := range e.Layers {
+		if l.Secret {
+			walk(l.Data)
+		}
+	}
+	return out
 }
 
 // Resolve finds an environment by name (a directory of environment-values/) or path.
@@ -101,7 +124,7 @@ func Load(name, dir string, display func(string) string) (*Environment, error) {
 	kfile := filepath.Join(dir, konfig.DefaultKustomizationFileName())
 	if _, err := os.Stat(kfile); err != nil {
 		return nil, fmt.Errorf("%s: missing: an environment is a kustomization with a configMapGenerator %s (file %s) and a secretGenerator %s (file %s)",
-			display(kfile), ValuesName, ValuesKey, SecretsName, SecretsKey)
+			display(kfile), names.ValuesConfigMap, names.ValuesKey, names.SecretsSecret, names.SecretsKey)
 	}
 	// Files of a generator may live outside the environment (shared values), as Flux allows.
 	opts := krusty.MakeDefaultOptions()
@@ -122,52 +145,51 @@ func Load(name, dir string, display func(string) string) (*Environment, error) {
 	env := &Environment{Name: name, Dir: dir}
 	for _, o := range objs {
 		switch {
-		case o.GetKind() == "ConfigMap" && o.GetName() == ValuesName:
+		case o.GetKind() == "ConfigMap" && o.GetName() == names.ValuesConfigMap:
 			env.Values = o
-		case o.GetKind() == "Secret" && o.GetName() == SecretsName:
+		case o.GetKind() == "Secret" && o.GetName() == names.SecretsSecret:
 			env.Secrets = o
 		default:
 			return nil, fmt.Errorf("%s: builds %s %s, expected only the ConfigMap %s and the Secret %s",
-				display(kfile), o.GetKind(), o.GetName(), ValuesName, SecretsName)
+				display(kfile), o.GetKind(), o.GetName(), names.ValuesConfigMap, names.SecretsSecret)
 		}
 	}
 	if env.Values == nil {
-		return nil, fmt.Errorf("%s: no configMapGenerator named %s (with the file %s)", display(kfile), ValuesName, ValuesKey)
+		return nil, fmt.Errorf("%s: no configMapGenerator named %s (with the file %s)", display(kfile), names.ValuesConfigMap, names.ValuesKey)
 	}
 	if env.Secrets == nil {
-		return nil, fmt.Errorf("%s: no secretGenerator named %s (with the file %s)", display(kfile), SecretsName, SecretsKey)
+		return nil, fmt.Errorf("%s: no secretGenerator named %s (with the file %s)", display(kfile), names.SecretsSecret, names.SecretsKey)
 	}
 	for _, o := range []*unstructured.Unstructured{env.Values, env.Secrets} {
-		if ns := o.GetNamespace(); ns != "" && ns != Namespace {
-			return nil, fmt.Errorf("%s: %s %s is in namespace %q, expected %s", display(kfile), o.GetKind(), o.GetName(), ns, Namespace)
+		if ns := o.GetNamespace(); ns != "" && ns != names.Namespace {
+			return nil, fmt.Errorf("%s: %s %s is in namespace %q, expected %s", display(kfile), o.GetKind(), o.GetName(), ns, names.Namespace)
 		}
-		o.SetNamespace(Namespace)
+		o.SetNamespace(names.Namespace)
 		// helm-controller upgrades the release when a watched valuesFrom object changes.
 		labels := o.GetLabels()
 		if labels == nil {
 			labels = map[string]string{}
 		}
-		labels["reconcile.fluxcd.io/watch"] = "Enabled"
-		labels["app.kubernetes.io/part-of"] = "cluster-init"
+		maps.Copy(labels, names.Labels(true))
 		o.SetLabels(labels)
 	}
 
 	sources := generatorFiles(kfile)
-	valuesText, ok, _ := unstructured.NestedString(env.Values.Object, "data", ValuesKey)
+	valuesText, ok, _ := unstructured.NestedString(env.Values.Object, "data", names.ValuesKey)
 	if !ok {
-		return nil, fmt.Errorf("%s: ConfigMap %s has no key %s", display(kfile), ValuesName, ValuesKey)
+		return nil, fmt.Errorf("%s: ConfigMap %s has no key %s", display(kfile), names.ValuesConfigMap, names.ValuesKey)
 	}
-	secretsB64, ok, _ := unstructured.NestedString(env.Secrets.Object, "data", SecretsKey)
+	secretsB64, ok, _ := unstructured.NestedString(env.Secrets.Object, "data", names.SecretsKey)
 	if !ok {
-		return nil, fmt.Errorf("%s: Secret %s has no key %s", display(kfile), SecretsName, SecretsKey)
+		return nil, fmt.Errorf("%s: Secret %s has no key %s", display(kfile), names.SecretsSecret, names.SecretsKey)
 	}
 	secretsText, err := base64.StdEncoding.DecodeString(secretsB64)
 	if err != nil {
-		return nil, fmt.Errorf("%s: Secret %s key %s: %w", display(kfile), SecretsName, SecretsKey, err)
+		return nil, fmt.Errorf("%s: Secret %s key %s: %w", display(kfile), names.SecretsSecret, names.SecretsKey, err)
 	}
 
-	valuesFile := display(sourceFile(dir, sources, ValuesName, ValuesKey))
-	secretsFile := display(sourceFile(dir, sources, SecretsName, SecretsKey))
+	valuesFile := display(sourceFile(dir, sources, names.ValuesConfigMap, names.ValuesKey))
+	secretsFile := display(sourceFile(dir, sources, names.SecretsSecret, names.SecretsKey))
 	vl, err := values.ParseLayer(valuesFile, []byte(valuesText), false)
 	if err != nil {
 		return nil, err

@@ -25,6 +25,7 @@ import (
 	kindlog "sigs.k8s.io/kind/pkg/log"
 
 	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/registrymirror"
 )
 
@@ -149,7 +150,11 @@ func (m *Manager) create(cfg Config) error {
 		if err := os.MkdirAll(filepath.Join(certs, host), 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(certs, host, "hosts.toml"), []byte(cfg.Mirrors.HostsTOML(host)), 0o644); err != nil {
+		hosts, err := cfg.Mirrors.HostsTOML(host)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(certs, host, "hosts.toml"), []byte(hosts), 0o644); err != nil {
 			return err
 		}
 	}
@@ -243,7 +248,7 @@ func CheckMarker(ctx context.Context, c *kube.Cluster, environment string) error
 
 func writeMarker(ctx context.Context, c *kube.Cluster, cfg Config) error {
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: MarkerNamespace, Name: MarkerName, Labels: map[string]string{"app.kubernetes.io/part-of": "cluster-init"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: MarkerNamespace, Name: MarkerName, Labels: names.Labels(false)},
 		Data:       map[string]string{"environment": cfg.Environment},
 	}
 	err := c.Client.Create(ctx, cm)

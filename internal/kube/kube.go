@@ -15,6 +15,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -72,6 +73,33 @@ func FromKubeconfig(name string, kubeconfig []byte) (*Cluster, error) {
 		return nil, fmt.Errorf("%s cluster: client: %w", name, err)
 	}
 	return &Cluster{Name: name, Kubeconfig: kubeconfig, Config: cfg, Client: c, Mapper: mapper}, nil
+}
+
+// Load connects with kubeconfig files the way kubectl finds them: path when given, else
+// $KUBECONFIG, else ~/.kube/config; contextName, when given, instead of the current context. The
+// connection keeps a self-contained kubeconfig of that one context (for clusterctl).
+func Load(name, path, contextName string) (*Cluster, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	raw, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+		&clientcmd.ConfigOverrides{CurrentContext: contextName}).RawConfig()
+	if err != nil {
+		return nil, fmt.Errorf("%s cluster: kubeconfig: %w", name, err)
+	}
+	if contextName != "" {
+		raw.CurrentContext = contextName
+	}
+	if err := clientcmdapi.MinifyConfig(&raw); err != nil {
+		return nil, fmt.Errorf("%s cluster: kubeconfig: %w", name, err)
+	}
+	if err := clientcmdapi.FlattenConfig(&raw); err != nil {
+		return nil, fmt.Errorf("%s cluster: kubeconfig: %w", name, err)
+	}
+	data, err := clientcmd.Write(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s cluster: kubeconfig: %w", name, err)
+	}
+	return FromKubeconfig(name, data)
 }
 
 // FromFile connects with a kubeconfig file.

@@ -1,25 +1,122 @@
-// Package kustomize builds a Flux Kustomization offline with the code kustomize-controller runs:
+// Package kustomize builds Flux Kustomizations offline with the code kustomize-controller runs:
 // fluxcd/pkg/kustomize generates the overlay from the Kustomization's spec (patches, images,
-// components, targetNamespace, ...), builds it with krusty, and applies the postBuild
-// substitutions.
+// components, targetNamespace, ...), krusty builds it with the controller's options on the
+// controller's secure filesystem, and fluxcd/pkg/kustomize applies the postBuild substitutions.
+//
+// A Builder builds against one source tree. Unlike the controller it never writes into that tree
+// (the generated kustomization.yaml lives in an in-memory layer over it, flux's own
+// filesys.MakeFsInMemory), so builds run in parallel; and it keeps every result by content, so
+// that the same unit rendered in several contexts is built once.
 package kustomize
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
 	fluxkustomize "github.com/fluxcd/pkg/kustomize"
+	fluxfs "github.com/fluxcd/pkg/kustomize/filesys"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/api/konfig"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resmap"
+	kustypes "sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/kustomize/kyaml/openapi"
+	"sigs.k8s.io/yaml"
 )
 
-// Build renders the Kustomization ks against root, a snapshot of its source artifact. root is
-// modified while building (the overlay is generated next to the sources, as in the controller)
-// and restored before returning, so builds must not run concurrently on the same root.
-func Build(ctx context.Context, root string, ks *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+// kyaml keeps its OpenAPI schema in package state. kustomize-controller resets it before every
+// build (under a lock that serializes builds) so that a kustomization's `openapi:` field cannot
+// leak into the next build. A tree whose kustomizations set no such field always builds with the
+// built-in schema: it is loaded once and builds share it, read-only. A tree that sets one takes
+// the controller's own serialized path, with every shared build held off meanwhile.
+var (
+	builtinSchema sync.Once
+	schemaUse     sync.RWMutex
+)
+
+// Builder builds Kustomizations against one source tree, which must not change while it is used.
+// It is safe for concurrent use.
+type Builder struct {
+	root string
+	// customSchema: a kustomization of the tree sets `openapi:`; builds take the controller's path.
+	customSchema bool
+
+	mu    sync.Mutex
+	cache map[string]*result
+}
+
+type result struct {
+	done chan struct{}
+	objs []*unstructured.Unstructured
+	err  error
+}
+
+// NewBuilder returns a builder for the tree at root (a snapshot of the source artifact).
+func NewBuilder(root string) (*Builder, error) {
+	custom, err := setsOpenAPI(root)
+	if err != nil {
+		return nil, err
+	}
+	return &Builder{root: root, customSchema: custom, cache: map[string]*result{}}, nil
+}
+
+// Build renders ks against the builder's tree. The objects are the caller's to change.
+func (b *Builder) Build(ctx context.Context, ks *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	key, err := cacheKey(ks)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	r, seen := b.cache[key]
+	if !seen {
+		r = &result{done: make(chan struct{})}
+		b.cache[key] = r
+	}
+	b.mu.Unlock()
+	if !seen {
+		r.objs, r.err = b.build(ctx, ks)
+		close(r.done)
+	}
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	out := make([]*unstructured.Unstructured, len(r.objs))
+	for i, o := range r.objs {
+		out[i] = o.DeepCopy()
+	}
+	return out, nil
+}
+
+// cacheKey is what a build depends on besides the tree: the Kustomization's name, namespace and
+// spec.
+func cacheKey(ks *unstructured.Unstructured) (string, error) {
+	spec, _, _ := unstructured.NestedFieldNoCopy(ks.Object, "spec")
+	data, err := json.Marshal([]any{ks.GetName(), ks.GetNamespace(), spec})
+	if err != nil {
+		return "", fmt.Errorf("kustomization %s: %w", ks.GetName(), err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+func (b *Builder) build(ctx context.Context, ks *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	path, _, _ := unstructured.NestedString(ks.Object, "spec", "path")
-	dirPath, err := securejoin.SecureJoin(root, path)
+	dirPath, err := securejoin.SecureJoin(b.root, path)
 	if err != nil {
 		return nil, fmt.Errorf("kustomization %s: path %q: %w", ks.GetName(), path, err)
 	}
@@ -27,14 +124,11 @@ func Build(ctx context.Context, root string, ks *unstructured.Unstructured) ([]*
 		return nil, fmt.Errorf("kustomization %s: path %q not found in the source", ks.GetName(), path)
 	}
 
-	gen := fluxkustomize.NewGenerator(root, *ks)
-	action, err := gen.WriteFile(dirPath, fluxkustomize.WithSaveOriginalKustomization())
+	manifest, kfile, _, err := fluxkustomize.NewGenerator(b.root, *ks).GenerateManifest(dirPath)
 	if err != nil {
 		return nil, fmt.Errorf("kustomization %s: generate overlay: %w", ks.GetName(), err)
 	}
-	defer func() { _ = fluxkustomize.CleanDirectory(dirPath, action) }()
-
-	resMap, err := fluxkustomize.SecureBuild(root, dirPath, false)
+	resMap, err := b.kustomize(dirPath, kfile, manifest)
 	if err != nil {
 		return nil, fmt.Errorf("kustomization %s: kustomize build: %w", ks.GetName(), err)
 	}
@@ -50,11 +144,17 @@ func Build(ctx context.Context, root string, ks *unstructured.Unstructured) ([]*
 				return nil, fmt.Errorf("kustomization %s: post build of %s/%s: %w", ks.GetName(), res.GetKind(), res.GetName(), err)
 			}
 		}
-		data, err := res.MarshalJSON()
+		// The decoded node through JSON, as RNode.MarshalJSON gives it but without printing the
+		// node and parsing it again, so that the object holds the types the API machinery expects
+		// (int64, timestamps as strings).
+		m, err := res.Map()
 		if err != nil {
 			return nil, fmt.Errorf("kustomization %s: %s/%s: %w", ks.GetName(), res.GetKind(), res.GetName(), err)
 		}
-		// Through JSON, so that the object holds the types the API machinery expects (int64, ...).
+		data, err := json.Marshal(m)
+		if err != nil {
+			return nil, fmt.Errorf("kustomization %s: %s/%s: %w", ks.GetName(), res.GetKind(), res.GetName(), err)
+		}
 		obj := &unstructured.Unstructured{}
 		if err := obj.UnmarshalJSON(data); err != nil {
 			return nil, fmt.Errorf("kustomization %s: %s/%s: %w", ks.GetName(), res.GetKind(), res.GetName(), err)
@@ -62,4 +162,75 @@ func Build(ctx context.Context, root string, ks *unstructured.Unstructured) ([]*
 		out = append(out, obj)
 	}
 	return out, nil
+}
+
+// kustomize runs krusty on the tree with the generated kustomization file in memory over it.
+func (b *Builder) kustomize(dirPath, kfile string, manifest []byte) (resmap.ResMap, error) {
+	disk, err := fluxfs.MakeFsOnDiskSecure(b.root)
+	if err != nil {
+		return nil, err
+	}
+	layered := fluxfs.MakeFsInMemory(disk)
+	if err := layered.WriteFile(kfile, manifest); err != nil {
+		return nil, err
+	}
+	if b.customSchema {
+		schemaUse.Lock()
+		defer schemaUse.Unlock()
+		return fluxkustomize.Build(layered, dirPath)
+	}
+	builtinSchema.Do(func() { _ = openapi.Schema() })
+	schemaUse.RLock()
+	defer schemaUse.RUnlock()
+	return krustyBuild(layered, dirPath)
+}
+
+// krustyBuild is fluxkustomize.Build without the per-build schema reset: the same kustomizer
+// options, and a recovered panic reported as an error.
+func krustyBuild(fsys filesys.FileSystem, dirPath string) (res resmap.ResMap, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("recovered from kustomize build panic: %v", r)
+		}
+	}()
+	return krusty.MakeKustomizer(&krusty.Options{
+		LoadRestrictions: kustypes.LoadRestrictionsNone,
+		PluginConfig:     kustypes.DisabledPluginConfig(),
+	}).Run(fsys, dirPath)
+}
+
+// setsOpenAPI tells whether a kustomization file of the tree sets the `openapi` field.
+func setsOpenAPI(root string) (bool, error) {
+	names := konfig.RecognizedKustomizationFileNames()
+	found := false
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || found || d.IsDir() {
+			return err
+		}
+		match := false
+		for _, n := range names {
+			match = match || d.Name() == n
+		}
+		if !match {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(data), "openapi") {
+			return nil
+		}
+		var k struct {
+			OpenAPI map[string]any `json:"openapi"`
+		}
+		if err := yaml.Unmarshal(data, &k); err == nil && len(k.OpenAPI) > 0 {
+			found = true
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("scan the kustomizations of %s: %w", root, err)
+	}
+	return found, nil
 }

@@ -1,12 +1,16 @@
 package progress
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
+
+	"cluster-init.dev/cluster-init/internal/readiness"
 )
 
 // Printer shows a bootstrap as it happens. Printers only print: the state comes from the flow.
@@ -67,7 +71,7 @@ func dur(d time.Duration) string {
 	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
 }
 
-var symbols = map[State]string{Pending: "·", Reconciling: "◌", Ready: "✓", Failed: "✗", Suspended: "‖"}
+var symbols = map[readiness.State]string{readiness.Pending: "·", readiness.Reconciling: "◌", readiness.Ready: "✓", readiness.Failed: "✗", readiness.Suspended: "‖"}
 
 // elapsedColumn is how long each unit has been (or was) reconciling while it is watched.
 func elapsedColumn(s Snapshot) func(Unit) string {
@@ -90,7 +94,8 @@ func sinceColumn(s Snapshot) func(Unit) string {
 	}
 }
 
-// unitLines renders the unit tree of a snapshot, with column's time for each unit.
+// unitLines renders the unit tree of a snapshot, with column's time for each unit: one aligned
+// row per unit, the details of a unit that is not ready under its row.
 func unitLines(s Snapshot, column func(Unit) string) []string {
 	if s.Graph == nil {
 		return []string{"  " + s.Release}
@@ -100,34 +105,34 @@ func unitLines(s Snapshot, column func(Unit) string) []string {
 		byName[u.Name] = u
 	}
 	tree := s.Graph.Tree()
-	width := 0
-	for _, l := range tree {
-		width = max(width, len([]rune(l.Prefix+l.Unit.Name)))
-	}
-	var lines []string
+	var table bytes.Buffer
+	tw := tabwriter.NewWriter(&table, 0, 0, 1, ' ', 0)
 	for _, l := range tree {
 		u := byName[l.Unit.Name]
-		label := l.Prefix + u.Name
-		pad := strings.Repeat(" ", width-len([]rune(label))+1)
-		elapsed := column(u)
 		detail := u.Message
-		if u.State == Ready {
+		if u.State == readiness.Ready {
 			detail = ""
-		} else if u.Reason != "" && u.State != Pending {
+		} else if u.Reason != "" && u.State != readiness.Pending {
 			detail = u.Reason + ": " + u.Message
 		}
 		if len(detail) > 110 {
 			detail = detail[:107] + "..."
 		}
-		lines = append(lines, fmt.Sprintf("  %s %s%s%-11s %6s  %s", symbols[u.State], label, pad, u.State, elapsed, detail))
-		if u.State != Ready {
+		fmt.Fprintf(tw, "  %s %s\t%s\t%6s\t %s\n", symbols[u.State], l.Prefix+u.Name, u.State, column(u), detail)
+	}
+	_ = tw.Flush()
+	rows := strings.Split(strings.TrimSuffix(table.String(), "\n"), "\n")
+	var out []string
+	for i, l := range tree {
+		out = append(out, strings.TrimRight(rows[i], " "))
+		if u := byName[l.Unit.Name]; u.State != readiness.Ready {
 			indent := strings.Repeat(" ", len([]rune(l.Prefix))+4)
 			for _, d := range u.Details {
-				lines = append(lines, "  "+indent+d)
+				out = append(out, "  "+indent+d)
 			}
 		}
 	}
-	return lines
+	return out
 }
 
 type ttyPrinter struct {
@@ -230,14 +235,14 @@ func (p *plainPrinter) Units(s Snapshot) {
 			continue
 		}
 		msg := fmt.Sprintf("  unit %s: %s", u.Name, u.State)
-		if e := u.Elapsed(s.At); e > 0 && u.State != Pending {
+		if e := u.Elapsed(s.At); e > 0 && u.State != readiness.Pending {
 			msg += " after " + dur(e)
 		}
-		if u.State != Ready && u.Message != "" {
+		if u.State != readiness.Ready && u.Message != "" {
 			msg += " — " + strings.TrimPrefix(u.Reason+": "+u.Message, ": ")
 		}
 		p.line("%s", msg)
-		if u.State != Ready {
+		if u.State != readiness.Ready {
 			for _, d := range u.Details {
 				p.line("      %s", d)
 			}
@@ -248,7 +253,7 @@ func (p *plainPrinter) Units(s Snapshot) {
 		ready, total := s.Counts()
 		var running []string
 		for _, u := range s.Units {
-			if u.State == Reconciling || u.State == Failed {
+			if u.State == readiness.Reconciling || u.State == readiness.Failed {
 				running = append(running, fmt.Sprintf("%s (%s)", u.Name, dur(u.Elapsed(s.At))))
 			}
 		}
@@ -272,7 +277,7 @@ func changed(last map[string]string, key, value string) bool {
 // rewrites those at every reconcile).
 func changeKey(u Unit) string {
 	key := string(u.State) + "|" + u.Reason
-	if u.State == Ready {
+	if u.State == readiness.Ready {
 		return key
 	}
 	key += "|" + u.Message

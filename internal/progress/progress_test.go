@@ -11,6 +11,7 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"cluster-init.dev/cluster-init/internal/readiness"
 	"cluster-init.dev/cluster-init/internal/units"
 )
 
@@ -34,13 +35,13 @@ func ks(name string, gen, observed int64, status metav1.ConditionStatus, reason,
 func TestUnitsGoThroughTheirStatesAndTheBlockingUnitIsNamed(t *testing.T) {
 	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	tr := NewTracker(t0)
-	obs := Observed{Graph: graph(), Kustomizations: map[string]*kustomizev1.Kustomization{
+	obs := Observed{Units: readiness.Units{Graph: graph(), Kustomizations: map[string]*kustomizev1.Kustomization{
 		"cert-manager": ks("cert-manager", 1, 1, "Unknown", "Progressing", "Reconciliation in progress"),
 		"capi":         ks("capi", 1, 1, "False", "DependencyNotReady", "Dependencies do not meet ready condition"),
-	}, Details: map[string][]string{"cluster": {"Cluster management: Provisioning"}}}
+	}}, Details: map[string][]string{"cluster": {"Cluster management: Provisioning"}}}
 
 	s := tr.Update(obs, t0.Add(10*time.Second))
-	want := map[string]State{"cert-manager": Reconciling, "capi": Pending, "capd": Pending, "cluster": Pending, "cni": Pending}
+	want := map[string]readiness.State{"cert-manager": readiness.Reconciling, "capi": readiness.Pending, "capd": readiness.Pending, "cluster": readiness.Pending, "cni": readiness.Pending}
 	for _, u := range s.Units {
 		if u.State != want[u.Name] {
 			t.Errorf("%s: %s, want %s", u.Name, u.State, want[u.Name])
@@ -57,16 +58,16 @@ func TestUnitsGoThroughTheirStatesAndTheBlockingUnitIsNamed(t *testing.T) {
 	obs.Kustomizations["capd"] = ks("capd", 1, 1, "True", "ReconciliationSucceeded", "Applied revision")
 	obs.Kustomizations["cluster"] = ks("cluster", 1, 1, "False", "HealthCheckFailed", "timeout waiting for Cluster")
 	s = tr.Update(obs, t0.Add(100*time.Second))
-	if u, _ := s.Unit("cert-manager"); u.State != Ready || u.Elapsed(s.At) != 60*time.Second {
+	if u, _ := s.Unit("cert-manager"); u.State != readiness.Ready || u.Elapsed(s.At) != 60*time.Second {
 		t.Errorf("cert-manager: %s after %s", u.State, u.Elapsed(s.At))
 	}
 	// Failing but within its 30m timeout: Flux will retry.
-	if u, _ := s.Unit("cluster"); u.State != Reconciling {
+	if u, _ := s.Unit("cluster"); u.State != readiness.Reconciling {
 		t.Errorf("cluster within its timeout: %s", u.State)
 	}
 	s = tr.Update(obs, t0.Add(31*time.Minute+40*time.Second))
 	c := Conclude(s)
-	if len(c.Blocking) != 1 || c.Blocking[0].Name != "cluster" || c.Blocking[0].State != Failed {
+	if len(c.Blocking) != 1 || c.Blocking[0].Name != "cluster" || c.Blocking[0].State != readiness.Failed {
 		t.Fatalf("conclusion: %+v", c)
 	}
 	if !slices.Equal(c.Waiting["cluster"], []string{"cni"}) {
@@ -78,17 +79,17 @@ func TestUnitsGoThroughTheirStatesAndTheBlockingUnitIsNamed(t *testing.T) {
 			t.Errorf("conclusion lacks %q:\n%s", w, text)
 		}
 	}
-	if cp := CriticalPath(s); !slices.Equal(cp, []string{"cert-manager", "capi", "capd", "cluster"}) {
+	if cp := s.CriticalPath(); !slices.Equal(cp, []string{"cert-manager", "capi", "capd", "cluster"}) {
 		t.Errorf("critical path %v", cp)
 	}
 }
 
 func TestANewGenerationIsNotReadyYet(t *testing.T) {
 	tr := NewTracker(time.Now())
-	obs := Observed{Graph: graph(), Kustomizations: map[string]*kustomizev1.Kustomization{
+	obs := Observed{Units: readiness.Units{Graph: graph(), Kustomizations: map[string]*kustomizev1.Kustomization{
 		"cert-manager": ks("cert-manager", 2, 1, "True", "ReconciliationSucceeded", "old revision"),
-	}}
-	if u, _ := tr.Update(obs, time.Now()).Unit("cert-manager"); u.State != Reconciling {
+	}}}
+	if u, _ := tr.Update(obs, time.Now()).Unit("cert-manager"); u.State != readiness.Reconciling {
 		t.Errorf("stale Ready: %s", u.State)
 	}
 }
@@ -96,10 +97,10 @@ func TestANewGenerationIsNotReadyYet(t *testing.T) {
 func TestPrinters(t *testing.T) {
 	t0 := time.Now()
 	tr := NewTracker(t0)
-	s := tr.Update(Observed{Graph: graph(), Kustomizations: map[string]*kustomizev1.Kustomization{
+	s := tr.Update(Observed{Units: readiness.Units{Graph: graph(), Kustomizations: map[string]*kustomizev1.Kustomization{
 		"cert-manager": ks("cert-manager", 1, 1, "True", "ReconciliationSucceeded", "ok"),
 		"capi":         ks("capi", 1, 1, "Unknown", "Progressing", "Reconciliation in progress"),
-	}}, t0.Add(5*time.Second))
+	}}}, t0.Add(5*time.Second))
 
 	var plain, tty, js bytes.Buffer
 	for _, c := range []struct {
@@ -149,10 +150,10 @@ func TestStatusShowsHowLongEachUnitHasBeenInItsState(t *testing.T) {
 		k.Status.Conditions[0].LastTransitionTime = metav1.NewTime(t0.Add(d))
 		return k
 	}
-	s := NewTracker(t0.Add(time.Hour)).Update(Observed{Graph: graph(), Kustomizations: map[string]*kustomizev1.Kustomization{
+	s := NewTracker(t0.Add(time.Hour)).Update(Observed{Units: readiness.Units{Graph: graph(), Kustomizations: map[string]*kustomizev1.Kustomization{
 		"cert-manager": at(ks("cert-manager", 1, 1, "True", "ReconciliationSucceeded", "ok"), 0),
 		"capi":         at(ks("capi", 1, 1, "Unknown", "Progressing", "Reconciliation in progress"), 58*time.Minute),
-	}}, t0.Add(time.Hour))
+	}}}, t0.Add(time.Hour))
 	var out bytes.Buffer
 	WriteStatus(&out, "test", s)
 	for _, want := range []string{"cert-manager", "ready", "1h00m", "capi", "reconciling", "2m00s"} {

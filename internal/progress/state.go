@@ -7,47 +7,35 @@ package progress
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 
+	"cluster-init.dev/cluster-init/internal/readiness"
 	"cluster-init.dev/cluster-init/internal/units"
-)
-
-// State of a unit.
-type State string
-
-// The states a unit goes through.
-const (
-	Pending     State = "pending"     // its Kustomization does not exist yet, or waits for dependencies
-	Reconciling State = "reconciling" // Flux applies it or waits for its health checks
-	Ready       State = "ready"
-	Failed      State = "failed" // not ready within its timeout, or stalled
-	Suspended   State = "suspended"
 )
 
 // Unit is the observed state of one unit.
 type Unit struct {
-	Name      string        `json:"name"`
-	State     State         `json:"state"`
-	Reason    string        `json:"reason,omitempty"`
-	Message   string        `json:"message,omitempty"`
-	DependsOn []string      `json:"depends_on,omitempty"`
-	WaitingOn []string      `json:"waiting_on,omitempty"`
-	Timeout   time.Duration `json:"timeout"`
-	Started   time.Time     `json:"started,omitzero"`
-	Finished  time.Time     `json:"finished,omitzero"`
+	Name      string          `json:"name"`
+	State     readiness.State `json:"state"`
+	Reason    string          `json:"reason,omitempty"`
+	Message   string          `json:"message,omitempty"`
+	DependsOn []string        `json:"depends_on,omitempty"`
+	WaitingOn []string        `json:"waiting_on,omitempty"`
+	Timeout   time.Duration   `json:"timeout"`
+	Started   time.Time       `json:"started,omitzero"`
+	Finished  time.Time       `json:"finished,omitzero"`
 	// Since is when the unit's Kustomization entered its current condition, as the cluster
 	// recorded it: what a one-time look (status) can tell, having not watched the unit.
 	Since       time.Time `json:"since,omitzero"`
 	Details     []string  `json:"details,omitempty"`
 	Description string    `json:"description,omitempty"`
 
-	readyBeforeSuspend bool
+	readyWhenSuspended bool
 }
 
 // Elapsed is how long the unit has been (or was) reconciling.
@@ -84,7 +72,43 @@ func (s Snapshot) Unit(name string) (Unit, bool) {
 
 // Done tells whether a unit needs nothing more: ready, or suspended after being ready.
 func (u Unit) Done() bool {
-	return u.State == Ready || u.State == Suspended && !u.Finished.IsZero()
+	return u.State == readiness.Ready || u.State == readiness.Suspended && !u.Finished.IsZero()
+}
+
+// Done tells whether every unit needs nothing more.
+func (s Snapshot) Done() bool {
+	ready, total := s.Counts()
+	return total > 0 && ready == total
+}
+
+// Failed tells whether a unit has failed.
+func (s Snapshot) Failed() bool {
+	for _, u := range s.Units {
+		if u.State == readiness.Failed {
+			return true
+		}
+	}
+	return false
+}
+
+// WithFailed is the snapshot with the unit of role marked failed for reason: what the cluster
+// knows better than the unit's Kustomization (the pivot's record of a permanent failure).
+func (s Snapshot) WithFailed(role, reason, message string) Snapshot {
+	if s.Graph == nil {
+		return s
+	}
+	gu, ok := s.Graph.ByRole(role)
+	if !ok {
+		return s
+	}
+	out := s
+	out.Units = slices.Clone(s.Units)
+	for i := range out.Units {
+		if out.Units[i].Name == gu.Name {
+			out.Units[i].State, out.Units[i].Reason, out.Units[i].Message = readiness.Failed, reason, message
+		}
+	}
+	return out
 }
 
 // Counts returns how many units are done (see Done) out of all.
@@ -97,10 +121,9 @@ func (s Snapshot) Counts() (ready, total int) {
 	return ready, len(s.Units)
 }
 
-// Observed is what one poll of the bootstrap cluster found.
+// Observed is what one look at a cluster found.
 type Observed struct {
-	Graph          *units.Graph
-	Kustomizations map[string]*kustomizev1.Kustomization
+	readiness.Units
 	// Release is the state of the cluster-init HelmRelease, shown until the units appear.
 	Release string
 	// Details are extra lines per unit (the Cluster API conditions and machines of the cluster unit).
@@ -135,26 +158,26 @@ func (t *Tracker) Update(obs Observed, now time.Time) Snapshot {
 				u.WaitingOn = append(u.WaitingOn, d)
 			}
 		}
-		classify(&u, obs.Kustomizations[gu.Name])
-		if u.State != Pending {
+		describe(&u, obs.Status(gu.Name))
+		if u.State != readiness.Pending {
 			if _, ok := t.starts[u.Name]; !ok {
 				t.starts[u.Name] = now
 			}
 		}
 		u.Started = t.starts[u.Name]
-		if u.State == Ready || u.readyBeforeSuspend {
+		if u.State == readiness.Ready || u.readyWhenSuspended {
 			if _, ok := t.finishes[u.Name]; !ok {
 				t.finishes[u.Name] = now
 			}
 		}
 		// A unit suspended once ready (the pivot suspends the definitions' units) keeps its time.
-		if u.State == Ready || u.State == Suspended {
+		if u.State == readiness.Ready || u.State == readiness.Suspended {
 			u.Finished = t.finishes[u.Name]
 		}
 		// Flux retries a unit that fails; it has failed for good once its timeout is spent.
-		if u.State == Reconciling && u.Reason != meta.ProgressingReason && u.Reason != "" &&
+		if u.State == readiness.Reconciling && u.Reason != meta.ProgressingReason && u.Reason != "" &&
 			u.Timeout > 0 && u.Elapsed(now) >= u.Timeout {
-			u.State = Failed
+			u.State = readiness.Failed
 		}
 		done[u.Name] = u.Done()
 		snap.Units = append(snap.Units, u)
@@ -162,47 +185,11 @@ func (t *Tracker) Update(obs Observed, now time.Time) Snapshot {
 	return snap
 }
 
-// classify sets the state, reason and message of a unit from its Kustomization.
-func classify(u *Unit, ks *kustomizev1.Kustomization) {
-	if ks == nil {
-		u.State = Pending
-		if len(u.WaitingOn) > 0 {
-			u.Message = "waiting for " + strings.Join(u.WaitingOn, ", ")
-		} else {
-			u.Message = "waiting for the cluster-init release to create it"
-		}
-		return
-	}
-	if ks.Spec.Suspend {
-		u.State, u.Reason, u.Message = Suspended, "Suspended", "reconciliation suspended"
-		if ready := apimeta.FindStatusCondition(ks.Status.Conditions, meta.ReadyCondition); ready != nil && ready.Status == "True" {
-			u.Message = "suspended once ready"
-			u.readyBeforeSuspend = true
-		}
-		return
-	}
-	if stalled := apimeta.FindStatusCondition(ks.Status.Conditions, meta.StalledCondition); stalled != nil && stalled.Status == "True" {
-		u.State, u.Reason, u.Message = Failed, stalled.Reason, stalled.Message
-		u.Since = stalled.LastTransitionTime.Time
-		return
-	}
-	ready := apimeta.FindStatusCondition(ks.Status.Conditions, meta.ReadyCondition)
-	if ready != nil {
-		u.Since = ready.LastTransitionTime.Time
-	}
-	switch {
-	case ready == nil:
-		u.State, u.Message = Reconciling, "not reconciled yet"
-	case ready.Status == "True" && ks.Status.ObservedGeneration == ks.Generation:
-		u.State, u.Reason, u.Message = Ready, ready.Reason, ready.Message
-	case ready.Reason == meta.DependencyNotReadyReason:
-		u.State, u.Reason = Pending, ready.Reason
+// describe sets a unit's state from its status; a pending unit says what it waits for.
+func describe(u *Unit, st readiness.UnitStatus) {
+	u.State, u.Reason, u.Message, u.Since, u.readyWhenSuspended = st.State, st.Reason, st.Message, st.Since, st.ReadyWhenSuspended
+	if st.State == readiness.Pending && len(u.WaitingOn) > 0 {
 		u.Message = "waiting for " + strings.Join(u.WaitingOn, ", ")
-		if len(u.WaitingOn) == 0 {
-			u.Message = ready.Message
-		}
-	default:
-		u.State, u.Reason, u.Message = Reconciling, ready.Reason, ready.Message
 	}
 }
 
@@ -220,7 +207,7 @@ type Conclusion struct {
 func Conclude(s Snapshot) Conclusion {
 	c := Conclusion{At: s.At, Waiting: map[string][]string{}}
 	for _, u := range s.Units {
-		if u.State == Failed {
+		if u.State == readiness.Failed {
 			c.Blocking = append(c.Blocking, u)
 		}
 	}
@@ -232,24 +219,9 @@ func Conclude(s Snapshot) Conclusion {
 		}
 	}
 	for _, b := range c.Blocking {
-		c.Waiting[b.Name] = dependents(s, b.Name)
+		c.Waiting[b.Name] = s.Graph.DependsOnTransitively(b.Name)
 	}
 	return c
-}
-
-// dependents returns every unit that depends on name, directly or transitively, in order.
-func dependents(s Snapshot, name string) []string {
-	waiting := map[string]bool{name: true}
-	var out []string
-	for _, u := range s.Units { // the order puts dependencies first
-		for _, d := range u.DependsOn {
-			if waiting[d] && !waiting[u.Name] {
-				waiting[u.Name] = true
-				out = append(out, u.Name)
-			}
-		}
-	}
-	return out
 }
 
 // String is the conclusion as shown to users.
@@ -261,7 +233,7 @@ func (c Conclusion) String() string {
 	sort.SliceStable(c.Blocking, func(i, j int) bool { return c.Blocking[i].Name < c.Blocking[j].Name })
 	for _, u := range c.Blocking {
 		verb := "is not ready"
-		if u.State == Failed {
+		if u.State == readiness.Failed {
 			verb = "failed"
 		}
 		fmt.Fprintf(&b, "unit %s %s", u.Name, verb)

@@ -5,6 +5,8 @@ import (
 	"html/template"
 	"io"
 	"time"
+
+	"cluster-init.dev/cluster-init/internal/units"
 )
 
 // Span is a phase of the flow and when it ran.
@@ -13,42 +15,17 @@ type Span struct {
 	Start, End time.Time
 }
 
-// CriticalPath is the chain of units that set the finish time: from the unit that finished last,
-// each step goes back to the dependency that finished last.
-func CriticalPath(s Snapshot) []string {
-	end := func(u Unit) time.Time {
-		if u.Finished.IsZero() {
-			return s.At
-		}
-		return u.Finished
-	}
-	byName := map[string]Unit{}
-	var last *Unit
-	for i, u := range s.Units {
-		byName[u.Name] = u
-		if !u.Started.IsZero() && (last == nil || end(u).After(end(*last))) {
-			last = &s.Units[i]
-		}
-	}
-	if last == nil {
+// CriticalPath is the chain of dependencies that took longest, weighted by how long each unit
+// was seen reconciling: the graph's critical path with measured durations.
+func (s Snapshot) CriticalPath() []string {
+	if s.Graph == nil {
 		return nil
 	}
-	path := []string{last.Name}
-	for cur := *last; ; {
-		var prev *Unit
-		for _, d := range cur.DependsOn {
-			du, ok := byName[d]
-			if ok && (prev == nil || end(du).After(end(*prev))) {
-				prev = &du
-			}
-		}
-		if prev == nil {
-			break
-		}
-		path = append([]string{prev.Name}, path...)
-		cur = *prev
+	elapsed := map[string]float64{}
+	for _, u := range s.Units {
+		elapsed[u.Name] = u.Elapsed(s.At).Seconds()
 	}
-	return path
+	return s.Graph.CriticalPath(func(u *units.Unit) float64 { return elapsed[u.Name] })
 }
 
 type bar struct {
@@ -92,7 +69,7 @@ func WriteTimeline(w io.Writer, title string, start time.Time, phases []Span, s 
 	const labelWidth, plotWidth, rowHeight = 240.0, 900.0, 22.0
 	x := func(t time.Time) float64 { return labelWidth + plotWidth*t.Sub(start).Seconds()/total.Seconds() }
 	critical := map[string]bool{}
-	cp := CriticalPath(s)
+	cp := s.CriticalPath()
 	for _, n := range cp {
 		critical[n] = true
 	}

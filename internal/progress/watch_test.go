@@ -15,6 +15,7 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/apply"
 	"cluster-init.dev/cluster-init/internal/progress"
+	"cluster-init.dev/cluster-init/internal/readiness"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/testenv"
 )
@@ -24,7 +25,7 @@ import (
 func TestObserveReadsTheUnitsTheChartRenders(t *testing.T) {
 	root := testenv.Checkout(t)
 	env := testenv.Environment(t, root, "kubeadm-capd")
-	res, err := render.Render(t.Context(), render.Options{RepoRoot: root, Env: env, Context: render.ContextBootstrap})
+	res, err := render.Render(t.Context(), root, "", render.Options{Env: env, Context: render.ContextBootstrap})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func TestObserveReadsTheUnitsTheChartRenders(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	src := progress.Source{Cluster: c, Namespace: "cluster-init", Release: "cluster-init", ClusterName: "management", ClusterUnit: "cluster"}
+	src := progress.Source{Cluster: c, ClusterName: "management"}
 	obs, err := src.Observe(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +77,7 @@ func TestObserveReadsTheUnitsTheChartRenders(t *testing.T) {
 		t.Fatalf("graph read from the cluster: %v, rendered: %v", obs.Graph, res.Graph.Order)
 	}
 	snap := progress.NewTracker(time.Now()).Update(obs, time.Now())
-	want := map[string]progress.State{"cert-manager": progress.Ready, "capi": progress.Reconciling, "cabpk": progress.Pending, "cluster-init": progress.Reconciling}
+	want := map[string]readiness.State{"cert-manager": readiness.Ready, "capi": readiness.Reconciling, "cabpk": readiness.Pending, "cluster-init": readiness.Reconciling}
 	for name, state := range want {
 		if u, _ := snap.Unit(name); u.State != state {
 			t.Errorf("unit %s: %s, want %s", name, u.State, state)

@@ -5,10 +5,11 @@
 package registrymirror
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/BurntSushi/toml"
 )
 
 // Mirror is one mirror of an upstream registry (values: registry_mirrors.hosts_config.<host>[]).
@@ -22,21 +23,6 @@ type Mirror struct {
 // Config maps an upstream registry host to its mirrors, tried in order.
 type Config map[string][]Mirror
 
-// FromValues reads registry_mirrors.hosts_config from merged values.
-func FromValues(vals map[string]any) (Config, error) {
-	rm, _ := vals["registry_mirrors"].(map[string]any)
-	hosts, _ := rm["hosts_config"].(map[string]any)
-	data, err := json.Marshal(hosts)
-	if err != nil {
-		return nil, fmt.Errorf("registry_mirrors.hosts_config: %w", err)
-	}
-	cfg := Config{}
-	if err := json.Unmarshal(data, &cfg); err != nil {
-		return nil, fmt.Errorf("registry_mirrors.hosts_config: %w", err)
-	}
-	return cfg, nil
-}
-
 // Hosts returns the upstream registries, sorted.
 func (c Config) Hosts() []string {
 	hosts := make([]string, 0, len(c))
@@ -47,9 +33,18 @@ func (c Config) Hosts() []string {
 	return hosts
 }
 
+// hostEntry is one mirror's table in containerd's hosts.toml (docs/hosts.md of containerd).
+type hostEntry struct {
+	Capabilities []string `toml:"capabilities"`
+	OverridePath bool     `toml:"override_path,omitempty"`
+	SkipVerify   bool     `toml:"skip_verify,omitempty"`
+}
+
 // HostsTOML is the hosts.toml of one upstream registry. Without a `server` line containerd falls
-// back to the registry itself when no mirror answers.
-func (c Config) HostsTOML(host string) string {
+// back to the registry itself when no mirror answers. containerd tries the mirrors in the order of
+// their tables, which an encoded map would not keep: each table is encoded on its own, under a
+// header whose key the TOML library quotes.
+func (c Config) HostsTOML(host string) (string, error) {
 	var b strings.Builder
 	b.WriteString("# Written by cluster-init from registry_mirrors.hosts_config.\n")
 	for _, m := range c[host] {
@@ -57,17 +52,10 @@ func (c Config) HostsTOML(host string) string {
 		if len(caps) == 0 {
 			caps = []string{"pull", "resolve"}
 		}
-		quoted := make([]string, len(caps))
-		for i, cp := range caps {
-			quoted[i] = fmt.Sprintf("%q", cp)
-		}
-		fmt.Fprintf(&b, "\n[host.%q]\n  capabilities = [%s]\n", m.URL, strings.Join(quoted, ", "))
-		if m.OverridePath {
-			b.WriteString("  override_path = true\n")
-		}
-		if m.SkipVerify {
-			b.WriteString("  skip_verify = true\n")
+		fmt.Fprintf(&b, "\n[%s]\n", toml.Key{"host", m.URL})
+		if err := toml.NewEncoder(&b).Encode(hostEntry{Capabilities: caps, OverridePath: m.OverridePath, SkipVerify: m.SkipVerify}); err != nil {
+			return "", fmt.Errorf("registry_mirrors.hosts_config[%q]: %w", host, err)
 		}
 	}
-	return b.String()
+	return b.String(), nil
 }

@@ -145,7 +145,7 @@ func TestBadInputsNameTheFileAndTheKey(t *testing.T) {
 			dir := copyEnv(t, root, c.base, c.edits)
 			env, err := loadEnv(t, root, c.base, dir)
 			if err == nil {
-				_, err = render.Render(t.Context(), render.Options{RepoRoot: root, Env: env, Context: render.ContextBootstrap, KubeVersion: kubeVersion(t, root)})
+				_, err = render.Render(t.Context(), root, kubeVersion(t, root), render.Options{Env: env, Context: render.ContextBootstrap})
 			}
 			if err == nil {
 				t.Fatal("no error")

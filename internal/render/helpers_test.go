@@ -72,7 +72,7 @@ func loadEnv(t testing.TB, root, name, dir string) (*environment.Environment, er
 
 func renderEnv(t testing.TB, root string, env *environment.Environment, context string, overrides ...values.Layer) *render.Result {
 	t.Helper()
-	res, err := render.Render(contextOf(t), render.Options{RepoRoot: root, Env: env, Context: context, Overrides: overrides, KubeVersion: kubeVersion(t, root)})
+	res, err := render.Render(contextOf(t), root, kubeVersion(t, root), render.Options{Env: env, Context: context, Overrides: overrides})
 	if err != nil {
 		t.Fatalf("render %s in context %s: %v", env.Name, context, err)
 	}

@@ -11,11 +11,14 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	goruntime "runtime"
+	"slices"
 	"strings"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	fluxchartutil "github.com/fluxcd/pkg/chartutil"
 	"github.com/go-logr/logr"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,6 +29,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/chart"
 	"cluster-init.dev/cluster-init/internal/environment"
 	"cluster-init.dev/cluster-init/internal/kustomize"
+	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/source"
 	"cluster-init.dev/cluster-init/internal/units"
 	"cluster-init.dev/cluster-init/internal/values"
@@ -38,25 +42,12 @@ const (
 	ContextWorkload   = "workload"
 )
 
-// The umbrella chart, its release, and the ConfigMap of the source values.
-const (
-	UmbrellaChart      = "charts/cluster-init"
-	ReleaseName        = "cluster-init"
-	SourceConfigMap    = "cluster-init-source"
-	OverridesConfigMap = "cluster-init-overrides"
-)
-
-// Annotations set on every rendered object.
-const (
-	UnitAnnotation   = "cluster-init.dev/unit"
-	OriginAnnotation = "cluster-init.dev/rendered-from"
-)
+// UmbrellaChart is the chart of the cluster-init release.
+const UmbrellaChart = "charts/cluster-init"
 
 // Options says what to render.
 type Options struct {
-	// RepoRoot is the checkout; its charts and kustomize-components are the source.
-	RepoRoot string
-	Env      *environment.Environment
+	Env *environment.Environment
 	// Context: bootstrap, management or workload.
 	Context string
 	// Overrides are values layers that come after the environment values (before its secrets):
@@ -64,8 +55,8 @@ type Options struct {
 	Overrides []values.Layer
 	// Source, if set, replaces the `source` values (what bootstrap computes for the checkout).
 	Source map[string]any
-	// KubeVersion is the Kubernetes version templates see.
-	KubeVersion string
+	// Units, if set, limits the unit builds to these units (the chart's own output is complete).
+	Units []string
 }
 
 // Object is a rendered object and what produced it.
@@ -78,20 +69,81 @@ type Object struct {
 	Object *unstructured.Unstructured
 }
 
+// Values are the values of a release, checked against the chart's schema.
+type Values struct {
+	// Layers are the values layers in precedence order, chart defaults first.
+	Layers []values.Layer
+	Merged map[string]any
+	// Settings is the typed view of Merged that Go code reads.
+	Settings values.Settings
+}
+
 // Result is a rendered environment.
 type Result struct {
-	// Layers are the values layers in precedence order, chart defaults first.
-	Layers  []values.Layer
-	Values  map[string]any
+	Values
 	Graph   *units.Graph
 	Objects []Object
 }
 
+// Renderer renders the environments of one checkout. It takes one snapshot of the source (what the
+// clusters reconcile from) and keeps every unit build by content, so that a command rendering
+// several contexts pays for each distinct build once. It is safe for concurrent use; Close removes
+// the snapshot.
+type Renderer struct {
+	repoRoot    string
+	kubeVersion string
+	snapshot    string
+	builds      *kustomize.Builder
+}
+
+// New snapshots the source of the checkout at repoRoot; kubeVersion is the Kubernetes version
+// templates see.
+func New(repoRoot, kubeVersion string) (*Renderer, error) {
+	snap, err := os.MkdirTemp("", "cluster-init-source-")
+	if err != nil {
+		return nil, err
+	}
+	if err := source.Snapshot(repoRoot, snap); err != nil {
+		os.RemoveAll(snap)
+		return nil, err
+	}
+	builds, err := kustomize.NewBuilder(snap)
+	if err != nil {
+		os.RemoveAll(snap)
+		return nil, err
+	}
+	return &Renderer{repoRoot: repoRoot, kubeVersion: kubeVersion, snapshot: snap, builds: builds}, nil
+}
+
+// Close removes the snapshot.
+func (r *Renderer) Close() error { return os.RemoveAll(r.snapshot) }
+
+// Snapshot is the directory holding the source as the clusters receive it.
+func (r *Renderer) Snapshot() string { return r.snapshot }
+
+// Build renders a kustomize component of the source as a Flux Kustomization named name would,
+// with inline postBuild substitutions.
+func (r *Renderer) Build(ctx context.Context, name, path string, substitute map[string]string) ([]*unstructured.Unstructured, error) {
+	ks := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+		"metadata": map[string]any{"name": name, "namespace": names.Namespace},
+		"spec":     map[string]any{"path": path},
+	}}
+	if substitute != nil {
+		vars := map[string]any{}
+		for k, v := range substitute {
+			vars[k] = v
+		}
+		_ = unstructured.SetNestedMap(ks.Object, map[string]any{"substitute": vars}, "spec", "postBuild")
+	}
+	return r.builds.Build(ctx, ks)
+}
+
 // Layers returns the values layers of a release, lowest precedence first: chart defaults,
 // context values, environment values, overrides, environment secrets, source.
-func Layers(opts Options) ([]values.Layer, error) {
+func Layers(repoRoot string, opts Options) ([]values.Layer, error) {
 	read := func(rel string) (values.Layer, error) {
-		data, err := os.ReadFile(filepath.Join(opts.RepoRoot, rel))
+		data, err := os.ReadFile(filepath.Join(repoRoot, rel))
 		if err != nil {
 			return values.Layer{}, fmt.Errorf("read %s: %w", rel, err)
 		}
@@ -119,16 +171,26 @@ func Layers(opts Options) ([]values.Layer, error) {
 	return layers, nil
 }
 
-// Render renders the environment in one context.
-func Render(ctx context.Context, opts Options) (*Result, error) {
-	layers, err := Layers(opts)
+// Unchecked merges the values of a release without checking them: for commands that must work
+// whatever the values (cleanup) and only read names from them.
+func Unchecked(repoRoot string, opts Options) (values.Settings, error) {
+	layers, err := Layers(repoRoot, opts)
+	if err != nil {
+		return values.Settings{}, err
+	}
+	return values.Decode(values.Merge(layers...))
+}
+
+// Values merges the values of a release and checks them against the chart's schema, without
+// rendering anything.
+func ReleaseValues(repoRoot string, opts Options) (*Values, error) {
+	layers, err := Layers(repoRoot, opts)
 	if err != nil {
 		return nil, err
 	}
 	fallback := values.Origin{File: opts.Env.Layers[0].File}
-
 	schemaFile := UmbrellaChart + "/values.schema.json"
-	schemaData, err := os.ReadFile(filepath.Join(opts.RepoRoot, schemaFile))
+	schemaData, err := os.ReadFile(filepath.Join(repoRoot, schemaFile))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", schemaFile, err)
 	}
@@ -139,13 +201,28 @@ func Render(ctx context.Context, opts Options) (*Result, error) {
 	if problems := schema.Validate(layers, fallback); len(problems) > 0 {
 		return nil, problems
 	}
-
 	for _, o := range opts.Overrides {
 		if line, ok := o.Has([]string{environment.CredentialKey}); ok {
 			return nil, fmt.Errorf("%s:%d: %s: secret values belong in the environment's secrets file, not in --values", o.File, line, environment.CredentialKey)
 		}
 	}
-	res := &Result{Layers: layers, Values: values.Merge(layers...)}
+	merged := values.Merge(layers...)
+	settings, err := values.Decode(merged)
+	if err != nil {
+		return nil, err
+	}
+	return &Values{Layers: layers, Merged: merged, Settings: settings}, nil
+}
+
+// Render renders the environment in one context.
+func (r *Renderer) Render(ctx context.Context, opts Options) (*Result, error) {
+	vals, err := ReleaseValues(r.repoRoot, opts)
+	if err != nil {
+		return nil, err
+	}
+	layers := vals.Layers
+	fallback := values.Origin{File: opts.Env.Layers[0].File}
+	res := &Result{Values: *vals}
 
 	// What the bootstrap command applies itself: the environment, the --values overrides and the
 	// source values, each a valuesFrom layer of the cluster-init HelmRelease.
@@ -155,25 +232,25 @@ func Render(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Source != nil {
 		srcValues["source"] = opts.Source
 	}
-	srcCM, err := valuesConfigMap(SourceConfigMap, srcValues)
+	srcCM, err := valuesConfigMap(names.SourceConfigMap, srcValues)
 	if err != nil {
 		return nil, err
 	}
-	overridesCM, err := valuesConfigMap(OverridesConfigMap, values.Merge(opts.Overrides...))
+	overridesCM, err := valuesConfigMap(names.OverridesConfigMap, values.Merge(opts.Overrides...))
 	if err != nil {
 		return nil, err
 	}
 	envOrigin := filepath.ToSlash(filepath.Join(environment.Dir, opts.Env.Name))
 	res.Objects = append(res.Objects,
-		Object{Origin: envOrigin, Object: opts.Env.Values},
-		Object{Origin: envOrigin, Object: opts.Env.Secrets},
+		Object{Origin: envOrigin, Object: opts.Env.Values.DeepCopy()},
+		Object{Origin: envOrigin, Object: opts.Env.Secrets.DeepCopy()},
 		Object{Origin: "bootstrap (--values)", Object: overridesCM},
 		Object{Origin: "bootstrap (source of the checkout)", Object: srcCM})
 
 	// The umbrella chart gets every layer but its own defaults, as the HelmRelease passes them.
 	userValues := values.Merge(layers[1:]...)
-	docs, err := chart.Render(ctx, filepath.Join(opts.RepoRoot, UmbrellaChart),
-		chart.Release{Name: ReleaseName, Namespace: environment.Namespace, KubeVersion: opts.KubeVersion}, userValues)
+	docs, err := chart.Render(ctx, filepath.Join(r.snapshot, UmbrellaChart),
+		chart.Release{Name: names.Release, Namespace: names.Namespace, KubeVersion: r.kubeVersion}, userValues)
 	if err != nil {
 		return nil, explainChartError(err, layers, fallback)
 	}
@@ -186,50 +263,60 @@ func Render(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 
-	// Build the units from a snapshot of the source, as kustomize-controller does from the artifact.
-	snap, err := os.MkdirTemp("", "cluster-init-source-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(snap)
-	if err := source.Snapshot(opts.RepoRoot, snap); err != nil {
-		return nil, err
-	}
 	kustomizations := map[string]*unstructured.Unstructured{}
 	for _, o := range chartObjs {
 		if o.GetKind() == "Kustomization" && strings.HasPrefix(o.GetAPIVersion(), "kustomize.toolkit.fluxcd.io/") {
 			kustomizations[o.GetName()] = o
 		}
 	}
-	// In-cluster, helm-controller reads valuesFrom from the cluster; offline, the objects the
-	// bootstrap command would have applied stand in for it.
-	valuesStore := fake.NewClientBuilder().WithScheme(corev1Scheme()).
-		WithObjects(toTyped(opts.Env.Values), toTyped(opts.Env.Secrets), toTyped(overridesCM), toTyped(srcCM)).Build()
-
+	var build []*units.Unit
 	for _, u := range res.Graph.Enabled() {
+		if opts.Units == nil || slices.Contains(opts.Units, u.Name) {
+			build = append(build, u)
+		}
+	}
+	// Independent builds run in parallel; their objects are kept in the graph's order.
+	built := make([][]*unstructured.Unstructured, len(build))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(goruntime.GOMAXPROCS(0))
+	for i, u := range build {
 		ks, ok := kustomizations[u.Name]
 		if !ok {
 			return nil, fmt.Errorf("unit %s: the chart rendered no Kustomization for it", u.Name)
 		}
-		built, err := kustomize.Build(ctx, snap, ks)
-		if err != nil {
-			return nil, fmt.Errorf("unit %s: %w", u.Name, err)
-		}
-		ksPath, _, _ := unstructured.NestedString(ks.Object, "spec", "path")
+		g.Go(func() error {
+			objs, err := r.builds.Build(gctx, ks)
+			if err != nil {
+				return fmt.Errorf("unit %s: %w", u.Name, err)
+			}
+			built[i] = objs
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+
+	// In-cluster, helm-controller reads valuesFrom from the cluster; offline, the objects the
+	// bootstrap command would have applied stand in for it.
+	valuesStore := fake.NewClientBuilder().WithScheme(corev1Scheme()).
+		WithObjects(toTyped(opts.Env.Values), toTyped(opts.Env.Secrets), toTyped(overridesCM), toTyped(srcCM)).Build()
+	for i, u := range build {
+		ksPath, _, _ := unstructured.NestedString(kustomizations[u.Name].Object, "spec", "path")
 		origin := strings.TrimPrefix(path.Clean(ksPath), "./")
-		for _, o := range built {
+		for _, o := range built[i] {
 			res.Objects = append(res.Objects, Object{Unit: u.Name, Origin: origin, Object: o})
 			if o.GetKind() != "HelmRelease" {
 				continue
 			}
-			sources := append(append([]*unstructured.Unstructured{}, chartObjs...), built...)
-			rendered, err := renderHelmRelease(ctx, snap, o, sources, valuesStore, opts.KubeVersion)
+			sources := append(append([]*unstructured.Unstructured{}, chartObjs...), built[i]...)
+			rendered, err := renderHelmRelease(ctx, r.snapshot, o, sources, valuesStore, r.kubeVersion)
 			if err != nil {
 				return nil, fmt.Errorf("unit %s: %w", u.Name, err)
 			}
-			for _, r := range rendered {
-				r.Unit = u.Name
-				res.Objects = append(res.Objects, r)
+			for _, ro := range rendered {
+				ro.Unit = u.Name
+				res.Objects = append(res.Objects, ro)
 			}
 		}
 	}
@@ -245,9 +332,9 @@ func annotate(o Object) {
 		ann = map[string]string{}
 	}
 	if o.Unit != "" {
-		ann[UnitAnnotation] = o.Unit
+		ann[names.UnitAnnotation] = o.Unit
 	}
-	ann[OriginAnnotation] = o.Origin
+	ann[names.OriginAnnotation] = o.Origin
 	o.Object.SetAnnotations(ann)
 }
 
@@ -261,8 +348,8 @@ func valuesConfigMap(name string, vals map[string]any) (*unstructured.Unstructur
 	cm.SetAPIVersion("v1")
 	cm.SetKind("ConfigMap")
 	cm.SetName(name)
-	cm.SetNamespace(environment.Namespace)
-	cm.SetLabels(map[string]string{"app.kubernetes.io/part-of": "cluster-init", "reconcile.fluxcd.io/watch": "Enabled"})
+	cm.SetNamespace(names.Namespace)
+	cm.SetLabels(names.Labels(true))
 	if err := unstructured.SetNestedStringMap(cm.Object, map[string]string{"values.yaml": string(data)}, "data"); err != nil {
 		return nil, err
 	}
@@ -277,7 +364,7 @@ func renderHelmRelease(ctx context.Context, snap string, obj *unstructured.Unstr
 		return nil, fmt.Errorf("HelmRelease %s: %w", obj.GetName(), err)
 	}
 	if hr.Namespace == "" {
-		hr.Namespace = environment.Namespace
+		hr.Namespace = names.Namespace
 	}
 	chartPath, err := localChart(hr, sources)
 	if err != nil || chartPath == "" || chartPath == UmbrellaChart {
@@ -308,7 +395,7 @@ func renderHelmRelease(ctx context.Context, snap string, obj *unstructured.Unstr
 func localChart(hr *helmv2.HelmRelease, sources []*unstructured.Unstructured) (string, error) {
 	if hr.Spec.Chart != nil {
 		ref := hr.Spec.Chart.Spec.SourceRef
-		if ref.Kind == "GitRepository" && ref.Name == "cluster-init" {
+		if ref.Kind == "GitRepository" && ref.Name == names.SourceRepository {
 			return path.Clean(strings.TrimPrefix(hr.Spec.Chart.Spec.Chart, "./")), nil
 		}
 		return "", nil
@@ -365,4 +452,14 @@ func explainChartError(err error, layers []values.Layer, fallback values.Origin)
 		}
 	}
 	return values.Problems{{Origin: values.Locate(layers, values.ParseKey(key), fallback), Key: key, Message: msg}}
+}
+
+// Render renders one release with a renderer of its own: for commands that render once.
+func Render(ctx context.Context, repoRoot, kubeVersion string, opts Options) (*Result, error) {
+	r, err := New(repoRoot, kubeVersion)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.Render(ctx, opts)
 }

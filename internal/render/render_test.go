@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/testenv"
 	"cluster-init.dev/cluster-init/internal/values"
@@ -246,12 +247,12 @@ func TestEveryUnitObjectIsAnnotatedWithItsUnit(t *testing.T) {
 	perUnit := map[string]int{}
 	for _, o := range res.Objects {
 		ann := o.Object.GetAnnotations()
-		if ann[render.OriginAnnotation] == "" {
-			t.Errorf("%s %s has no %s annotation", o.Object.GetKind(), o.Object.GetName(), render.OriginAnnotation)
+		if ann[names.OriginAnnotation] == "" {
+			t.Errorf("%s %s has no %s annotation", o.Object.GetKind(), o.Object.GetName(), names.OriginAnnotation)
 		}
 		if o.Unit != "" {
-			if ann[render.UnitAnnotation] != o.Unit {
-				t.Errorf("%s %s: unit annotation %q, want %q", o.Object.GetKind(), o.Object.GetName(), ann[render.UnitAnnotation], o.Unit)
+			if ann[names.UnitAnnotation] != o.Unit {
+				t.Errorf("%s %s: unit annotation %q, want %q", o.Object.GetKind(), o.Object.GetName(), ann[names.UnitAnnotation], o.Unit)
 			}
 			perUnit[o.Unit]++
 		}
@@ -284,15 +285,15 @@ func TestOverridesReachTheClusterAsAConfigMap(t *testing.T) {
 	res := renderEnv(t, root, env, render.ContextBootstrap, override)
 	var cm string
 	for _, o := range res.Objects {
-		if o.Object.GetKind() == "ConfigMap" && o.Object.GetName() == render.OverridesConfigMap {
+		if o.Object.GetKind() == "ConfigMap" && o.Object.GetName() == names.OverridesConfigMap {
 			cm, _, _ = unstructuredString(o.Object.Object, "data", "values.yaml")
 		}
 	}
 	if !strings.Contains(cm, "http://mirror.test:5000/v2/quay.io") {
-		t.Errorf("ConfigMap %s does not carry the override:\n%s", render.OverridesConfigMap, cm)
+		t.Errorf("ConfigMap %s does not carry the override:\n%s", names.OverridesConfigMap, cm)
 	}
 	secret := values.FromMap("secret.yaml", map[string]any{"credentials": map[string]any{"git": map[string]any{"password": "x"}}})
-	if _, err := render.Render(t.Context(), render.Options{RepoRoot: root, Env: env, Context: render.ContextBootstrap, Overrides: []values.Layer{secret}}); err == nil || !strings.Contains(err.Error(), "not in --values") {
+	if _, err := render.Render(t.Context(), root, "", render.Options{Env: env, Context: render.ContextBootstrap, Overrides: []values.Layer{secret}}); err == nil || !strings.Contains(err.Error(), "not in --values") {
 		t.Errorf("credentials in --values: %v", err)
 	}
 }

@@ -9,10 +9,9 @@ import (
 	"sort"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-)
 
-// ConfigMapName is the ConfigMap the chart renders the graph into.
-const ConfigMapName = "cluster-init-units"
+	"cluster-init.dev/cluster-init/internal/names"
+)
 
 // Unit is one unit as the chart resolved it.
 type Unit struct {
@@ -23,12 +22,30 @@ type Unit struct {
 	Contexts    []string `json:"contexts"`
 	DependsOn   []string `json:"depends_on"`
 	Dropped     []string `json:"dropped"`
-	Kind        string   `json:"kind"`
+	Kind        string   `json:"kind"` // KindKustomization or KindHelmRelease
 	Path        string   `json:"path,omitempty"`
 	Chart       string   `json:"chart,omitempty"`
 	Kubeconfig  bool     `json:"kubeconfig"`
 	Timeout     string   `json:"timeout"`
+	// Role is what the CLI and the pivot find the unit by (see the Role constants).
+	Role string `json:"role,omitempty"`
+	// SuspendForPivot: the pivot suspends the unit before it moves the definitions.
+	SuspendForPivot bool `json:"suspend_for_pivot,omitempty"`
 }
+
+// The kinds of unit: how the chart renders it.
+const (
+	KindKustomization = "kustomization" // a Flux Kustomization of a path of the source
+	KindHelmRelease   = "helmrelease"   // a HelmRelease of a chart of the source, wrapped in a Kustomization
+)
+
+// The roles a unit can play (`role` of a unit in the chart's values): the CLI and the pivot find
+// units by role, the chart names them.
+const (
+	RoleRelease = "release" // the cluster-init HelmRelease and its source
+	RoleCluster = "cluster" // the cluster definitions
+	RolePivot   = "pivot"   // the pivot Job
+)
 
 // Graph is every unit of a release, enabled or not.
 type Graph struct {
@@ -51,7 +68,7 @@ func FromData(data map[string]string) (*Graph, error) {
 		Order []string         `json:"order"`
 	}
 	if err := json.Unmarshal([]byte(data["units.json"]), &raw); err != nil {
-		return nil, fmt.Errorf("read unit graph from ConfigMap %s: %w", ConfigMapName, err)
+		return nil, fmt.Errorf("read unit graph from ConfigMap %s: %w", names.UnitsConfigMap, err)
 	}
 	for name, u := range raw.Units {
 		u.Name = name
@@ -74,11 +91,11 @@ func FromData(data map[string]string) (*Graph, error) {
 // Find locates the graph among rendered objects.
 func Find(objs []*unstructured.Unstructured) (*Graph, error) {
 	for _, o := range objs {
-		if o.GetKind() == "ConfigMap" && o.GetName() == ConfigMapName {
+		if o.GetKind() == "ConfigMap" && o.GetName() == names.UnitsConfigMap {
 			return FromConfigMap(o)
 		}
 	}
-	return nil, fmt.Errorf("unit graph: the chart rendered no ConfigMap %s", ConfigMapName)
+	return nil, fmt.Errorf("unit graph: the chart rendered no ConfigMap %s", names.UnitsConfigMap)
 }
 
 // Enabled returns the enabled units in dependency order.
@@ -86,6 +103,42 @@ func (g *Graph) Enabled() []*Unit {
 	out := make([]*Unit, 0, len(g.Order))
 	for _, n := range g.Order {
 		out = append(out, g.Units[n])
+	}
+	return out
+}
+
+// ByRole returns the enabled unit that plays role, if any.
+func (g *Graph) ByRole(role string) (*Unit, bool) {
+	for _, n := range g.Order {
+		if g.Units[n].Role == role {
+			return g.Units[n], true
+		}
+	}
+	return nil, false
+}
+
+// SuspendedForPivot returns the enabled units the pivot suspends, in order.
+func (g *Graph) SuspendedForPivot() []*Unit {
+	var out []*Unit
+	for _, u := range g.Enabled() {
+		if u.SuspendForPivot {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// DependsOnTransitively returns the enabled units that depend on name, directly or not, in order.
+func (g *Graph) DependsOnTransitively(name string) []string {
+	waiting := map[string]bool{name: true}
+	var out []string
+	for _, n := range g.Order { // dependencies come first
+		for _, d := range g.Units[n].DependsOn {
+			if waiting[d] && !waiting[n] {
+				waiting[n] = true
+				out = append(out, n)
+			}
+		}
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"text/tabwriter"
 )
 
 func depth(*Unit) float64 { return 1 }
@@ -76,13 +77,9 @@ func (g *Graph) Tree() []TreeLine {
 // WriteTree prints the enabled units as a tree (see Tree), then the disabled units and why, then
 // the critical path.
 func (g *Graph) WriteTree(w io.Writer, title string) error {
-	lines := g.Tree()
-	width := 0
-	for _, l := range lines {
-		width = max(width, len([]rune(l.Prefix+l.Unit.Name)))
-	}
 	fmt.Fprintf(w, "%s: %d units enabled, %d disabled\n\n", title, len(g.Order), len(g.Units)-len(g.Order))
-	for _, l := range lines {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, l := range g.Tree() {
 		extra := ""
 		if len(l.Also) > 0 {
 			extra += " (also needs " + strings.Join(l.Also, ", ") + ")"
@@ -90,9 +87,10 @@ func (g *Graph) WriteTree(w io.Writer, title string) error {
 		if l.Unit.Kubeconfig {
 			extra += " [applied into the new cluster]"
 		}
-		label := l.Prefix + l.Unit.Name
-		pad := strings.Repeat(" ", width-len([]rune(label))+2)
-		fmt.Fprintf(w, "%s%s%-4s %s%s\n", label, pad, l.Unit.Timeout, l.Unit.Description, extra)
+		fmt.Fprintf(tw, "%s%s\t%s\t%s%s\n", l.Prefix, l.Unit.Name, l.Unit.Timeout, l.Unit.Description, extra)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
 	}
 
 	var disabled []string
@@ -102,13 +100,12 @@ func (g *Graph) WriteTree(w io.Writer, title string) error {
 		}
 	}
 	if len(disabled) > 0 {
-		dw := 0
-		for _, n := range disabled {
-			dw = max(dw, len(n))
-		}
 		fmt.Fprintf(w, "\ndisabled:\n")
 		for _, n := range disabled {
-			fmt.Fprintf(w, "  %-*s  %s\n", dw, n, g.Units[n].Reason)
+			fmt.Fprintf(tw, "  %s\t%s\n", n, g.Units[n].Reason)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
 		}
 	}
 	if cp := g.CriticalPath(depth); len(cp) > 0 {

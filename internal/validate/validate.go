@@ -47,19 +47,22 @@ func Targets(env *environment.Environment) []Target {
 // Report sums up one validated target.
 type Report struct {
 	Target  string
+	Context string
 	Units   int
 	Objects int
+	// Result is the target's render.
+	Result *render.Result
 }
 
-// Environment validates an environment in each of its targets; base gives the checkout, the
-// environment, extra values layers and the Kubernetes version. The error lists every problem.
-func Environment(ctx context.Context, base render.Options) ([]Report, error) {
-	repoRoot, env := base.RepoRoot, base.Env
+// Environment validates an environment in each of its targets, rendered by r; base gives the
+// environment and extra values layers. The error lists every problem.
+func Environment(ctx context.Context, r *render.Renderer, base render.Options) ([]Report, error) {
+	env := base.Env
 	validator, err := schemas.New()
 	if err != nil {
 		return nil, err
 	}
-	crds, err := VendoredObjects(repoRoot)
+	crds, err := VendoredObjects(r.Snapshot())
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +76,7 @@ func Environment(ctx context.Context, base render.Options) ([]Report, error) {
 		opts := base
 		opts.Context = t.Context
 		opts.Overrides = append(append([]values.Layer{}, base.Overrides...), t.Overrides...)
-		res, err := render.Render(ctx, opts)
+		res, err := r.Render(ctx, opts)
 		if err != nil {
 			var ps values.Problems
 			if errors.As(err, &ps) {
@@ -95,7 +98,7 @@ func Environment(ctx context.Context, base render.Options) ([]Report, error) {
 				problems = append(problems, fmt.Sprintf("%s: %s: %s: %v", t.Name, describe(o), objectName(o.Object), e))
 			}
 		}
-		reports = append(reports, Report{Target: t.Name, Units: len(res.Graph.Order), Objects: len(res.Objects)})
+		reports = append(reports, Report{Target: t.Name, Context: t.Context, Units: len(res.Graph.Order), Objects: len(res.Objects), Result: res})
 	}
 	if len(problems) > 0 {
 		return reports, errors.New(strings.Join(problems, "\n"))
@@ -117,7 +120,8 @@ func objectName(o *unstructured.Unstructured) string {
 	return fmt.Sprintf("%s %s", o.GetKind(), o.GetName())
 }
 
-// VendoredObjects reads every vendored upstream manifest (kustomize-components/*/upstream/).
+// VendoredObjects reads every vendored upstream manifest (kustomize-components/*/upstream/) of a
+// checkout or a snapshot of its source.
 func VendoredObjects(repoRoot string) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	root := filepath.Join(repoRoot, "kustomize-components")

@@ -26,10 +26,15 @@ func TestEveryEnvironmentIsValidInEveryContext(t *testing.T) {
 			t.Errorf("environment %s is missing (found %v)", want, envs)
 		}
 	}
+	r, err := render.New(root, pins["KUBERNETES_VERSION"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
 	for _, name := range envs {
 		t.Run(name, func(t *testing.T) {
 			env := testenv.Environment(t, root, name)
-			reports, err := validate.Environment(t.Context(), render.Options{RepoRoot: root, Env: env, KubeVersion: pins["KUBERNETES_VERSION"]})
+			reports, err := validate.Environment(t.Context(), r, render.Options{Env: env})
 			if err != nil {
 				t.Fatal(err)
 			}

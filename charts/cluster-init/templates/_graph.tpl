@@ -2,7 +2,8 @@
 cluster-init.graph checks the units and resolves their dependencies. It fails, naming the values
 key, on: a unit that is not a map, an unknown context, a unit with neither a kustomization path nor
 a chart (or both), a dependency on an unknown unit, and a dependency cycle among enabled units.
-A dependency on a disabled unit is dropped (and listed under "dropped").
+A dependency on a disabled unit is dropped (and listed under "dropped"). Two enabled units with the
+same role fail too: Go finds a unit by its role (release, cluster, pivot), never by its name.
 Output: JSON {"units": {name: {...}}, "order": [enabled unit names, dependencies first]}.
 */}}
 {{- define "cluster-init.graph" -}}
@@ -63,7 +64,19 @@ Output: JSON {"units": {name: {...}}, "order": [enabled unit names, dependencies
         "path" $path
         "chart" $chart
         "kubeconfig" (hasKey $u "kubeconfig")
+        "role" ($u.role | default "")
+        "suspend_for_pivot" ($u.suspend_for_pivot | default false)
         "timeout" ($u.timeout | default $root.Values.unit_defaults.timeout)) -}}
+{{- end -}}
+{{- $roles := dict -}}
+{{- range $name := $names -}}
+  {{- $g := index $units $name -}}
+  {{- if and $g.enabled $g.role -}}
+    {{- if hasKey $roles $g.role -}}
+      {{- fail (printf "units.%s.role: unit %s has role %q already, expected one enabled unit per role" $name (index $roles $g.role) $g.role) -}}
+    {{- end -}}
+    {{- $_ := set $roles $g.role $name -}}
+  {{- end -}}
 {{- end -}}
 {{- /* Kahn's algorithm over the enabled units: what is left after len(units) rounds is in a cycle. */ -}}
 {{- $enabled := list -}}

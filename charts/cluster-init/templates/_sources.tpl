@@ -1,7 +1,11 @@
-{{- /* Sources of the units: OCIRepositories of the charts of an OCI source, and the extra repositories. */ -}}
-{{- $root := . -}}
-{{- $ns := .Release.Namespace -}}
-{{- $graph := fromJson (include "cluster-init.graph" .) -}}
+{{/*
+cluster-init.sources: the sources of the units: an OCIRepository per chart of an OCI source that a
+HelmRelease unit uses, and the extra repositories. Input: (list $root $graph).
+*/}}
+{{- define "cluster-init.sources" -}}
+{{- $root := index . 0 -}}
+{{- $graph := index . 1 -}}
+{{- $ns := $root.Release.Namespace -}}
 {{- $charts := dict -}}
 {{- range $name := $graph.order -}}
   {{- $g := index $graph.units $name -}}
@@ -27,7 +31,7 @@ spec:
   {{- $_ := set $spec "layerSelector" (dict "mediaType" "application/vnd.cncf.helm.chart.content.v1.tar+gzip" "operation" "copy") }}
   {{- toYaml $spec | nindent 2 }}
 {{- end }}
-{{- range $name := keys .Values.repositories | sortAlpha }}
+{{- range $name := keys $root.Values.repositories | sortAlpha }}
 {{- $src := index $root.Values.repositories $name }}
 ---
 apiVersion: source.toolkit.fluxcd.io/v1
@@ -40,3 +44,4 @@ metadata:
 spec:
   {{- toYaml (fromJson (include "cluster-init.sourceSpec" (list $src "source"))) | nindent 2 }}
 {{- end }}
+{{- end -}}

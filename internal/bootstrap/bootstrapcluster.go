@@ -1,0 +1,110 @@
+package bootstrap
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"cluster-init.dev/cluster-init/internal/apply"
+	"cluster-init.dev/cluster-init/internal/kindcluster"
+	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/readiness"
+	"cluster-init.dev/cluster-init/internal/values"
+)
+
+// bootstrapCluster is the cluster whose units a run follows: the kind cluster the run created (or
+// found), an existing one given with --kubeconfig, or for day 2 the management cluster.
+type bootstrapCluster struct {
+	cluster *kube.Cluster
+	// kind manages the kind cluster; nil when the cluster is not one of ours.
+	kind *kindcluster.Manager
+}
+
+// ensureBootstrapCluster creates (or finds) the kind cluster, loads this project's image into it
+// and installs the CNI; or connects to the existing cluster given with --kubeconfig.
+func ensureBootstrapCluster(ctx context.Context, s *session, v values.Settings) (*bootstrapCluster, error) {
+	env := s.opts.Env.Name
+	if s.opts.Kubeconfig != "" {
+		c, err := kube.Load("bootstrap", s.opts.Kubeconfig, s.opts.Context)
+		if err != nil {
+			return nil, err
+		}
+		if err := kindcluster.CheckMarker(ctx, c, env); err != nil {
+			return nil, fmt.Errorf("--kubeconfig %s: %w", s.opts.Kubeconfig, err)
+		}
+		if err := kindcluster.WriteMarker(ctx, c, env); err != nil {
+			return nil, err
+		}
+		s.out.Log("using the existing cluster of %s (no kind cluster, no pivot)", s.opts.Kubeconfig)
+		return &bootstrapCluster{cluster: c}, nil
+	}
+
+	kc := v.BootstrapCluster
+	cfg := kindcluster.Config{
+		Name:          kc.Name,
+		NodeImage:     kc.NodeImage,
+		PodSubnet:     kc.PodsCIDR,
+		ServiceSubnet: kc.ServicesCIDR,
+		Mirrors:       v.RegistryMirrors.HostsConfig,
+		Environment:   env,
+	}
+	kind := kindcluster.New(s.opts.StateDir, func(msg string) { s.out.Log("kind: %s", strings.TrimSpace(msg)) })
+	if exists, err := kind.Exists(cfg.Name); err != nil {
+		return nil, err
+	} else if exists {
+		s.out.Log("kind cluster %s exists: continuing with it", cfg.Name)
+	} else {
+		s.out.Log("creating kind cluster %s (node image %s, pods %s, services %s, %d registry mirrors)",
+			cfg.Name, cfg.NodeImage, cfg.PodSubnet, cfg.ServiceSubnet, len(cfg.Mirrors))
+	}
+	c, _, err := kind.Ensure(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.result.Bootstrap = kind.KubeconfigPath(cfg.Name)
+	s.out.Log("kubeconfig of the bootstrap cluster: %s", s.result.Bootstrap)
+
+	if loaded, err := kind.LoadImage(ctx, cfg.Name, v.ClusterInitImage); err != nil {
+		return nil, err
+	} else if loaded {
+		s.out.Log("loaded %s from the local Docker engine", v.ClusterInitImage)
+	}
+
+	backend := v.Cluster.CNI.FlannelBackend
+	objs, err := s.renderer.Build(ctx, "bootstrap-cni", "./kustomize-components/cni/flannel-"+backend, map[string]string{"POD_CIDR": cfg.PodSubnet})
+	if err != nil {
+		return nil, err
+	}
+	s.out.Log("installing flannel (%s) into the bootstrap cluster", backend)
+	// CoreDNS runs once pods have a network: waiting for it proves the CNI works.
+	coredns := &unstructured.Unstructured{}
+	coredns.SetAPIVersion("apps/v1")
+	coredns.SetKind("Deployment")
+	coredns.SetNamespace("kube-system")
+	coredns.SetName("coredns")
+	if err := applyAndWait(ctx, s, c, "the CNI", objs, append(objs, coredns), 5*time.Minute); err != nil {
+		return nil, err
+	}
+	return &bootstrapCluster{cluster: c, kind: kind}, nil
+}
+
+// applyAndWait applies objs and waits until every object of wait is ready, showing what is not.
+func applyAndWait(ctx context.Context, s *session, c *kube.Cluster, what string, objs, wait []*unstructured.Unstructured, timeout time.Duration) error {
+	cs, err := apply.New(c).Apply(ctx, objs)
+	if err != nil {
+		return err
+	}
+	s.logChanges(cs)
+	return readiness.Wait(ctx, c, wait, timeout, func(pending []readiness.NotReady) {
+		list := make([]string, len(pending))
+		for i, p := range pending {
+			list[i] = fmt.Sprintf("%s: %s", p.Object, p.Message)
+		}
+		if len(list) > 0 {
+			s.out.Waiting(what, list)
+		}
+	})
+}

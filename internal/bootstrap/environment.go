@@ -1,0 +1,91 @@
+package bootstrap
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cluster-init.dev/cluster-init/internal/apply"
+	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/units"
+)
+
+// applyRelease applies to the followed cluster what the CLI applies itself: the environment,
+// --values, the source values, and the build of the unit of the release (the cluster-init
+// HelmRelease and its source, which Flux keeps in sync from then on). plan is the validated render
+// of the context; only the release unit is built again, with the source.
+func applyRelease(ctx context.Context, s *session, c *kube.Cluster, plan *render.Result, source map[string]any) error {
+	release, ok := plan.Graph.ByRole(units.RoleRelease)
+	if !ok {
+		return fmt.Errorf("the environment's %s context has no unit of role %s: nothing would reconcile the release", plan.Graph.Context, units.RoleRelease)
+	}
+	opts := s.renderOptions(plan.Graph.Context, source)
+	opts.Units = []string{release.Name}
+	res, err := s.renderer.Render(ctx, opts)
+	if err != nil {
+		return err
+	}
+	var objs []*unstructured.Unstructured
+	for _, o := range res.Objects {
+		if o.Unit == "" && o.Origin != render.UmbrellaChart || o.Unit == release.Name {
+			objs = append(objs, o.Object)
+		}
+	}
+	cs, err := apply.New(c).Apply(ctx, objs)
+	if err != nil {
+		return err
+	}
+	s.logChanges(cs)
+	return nil
+}
+
+// reconcileRelease asks the cluster-init HelmRelease to reconcile now rather than at its next
+// interval, as `flux reconcile` does, and waits until it has handled that request and is ready:
+// from then on the units carry the new values.
+func reconcileRelease(ctx context.Context, s *session, c *kube.Cluster) error {
+	key := client.ObjectKey{Namespace: names.Namespace, Name: names.Release}
+	at := time.Now().Format(time.RFC3339Nano)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, meta.ReconcileRequestAnnotation, at)
+	if err := c.Client.Patch(ctx, &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}},
+		client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		return fmt.Errorf("request a reconciliation of HelmRelease %s: %w", key.Name, err)
+	}
+	const timeout = 10 * time.Minute
+	var failed error
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
+		hr := &helmv2.HelmRelease{}
+		if err := c.Client.Get(ctx, key, hr); err != nil || hr.Status.LastHandledReconcileAt != at {
+			s.out.Waiting("the cluster-init release to take the new values", nil)
+			return false, nil
+		}
+		ready := apimeta.FindStatusCondition(hr.Status.Conditions, meta.ReadyCondition)
+		switch {
+		case ready != nil && ready.Status == metav1.ConditionTrue:
+			s.out.Log("release %s reconciled: %s", key.Name, ready.Message)
+			return true, nil
+		case ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason != meta.ProgressingReason:
+			failed = fmt.Errorf("release %s: %s: %s", key.Name, ready.Reason, ready.Message)
+			return false, failed
+		}
+		s.out.Waiting("the cluster-init release to take the new values", nil)
+		return false, nil
+	})
+	switch {
+	case failed != nil:
+		return failed
+	case err != nil:
+		return fmt.Errorf("release %s did not reconcile within %s: %w", key.Name, timeout, err)
+	}
+	return nil
+}

@@ -1,0 +1,17 @@
+package bootstrap
+
+import (
+	"context"
+	"time"
+
+	"cluster-init.dev/cluster-init/internal/kube"
+)
+
+// installFlux applies Flux from kustomize-components/flux-system and waits for it.
+func installFlux(ctx context.Context, s *session, c *kube.Cluster) error {
+	objs, err := s.renderer.Build(ctx, "flux-system", "./kustomize-components/flux-system", nil)
+	if err != nil {
+		return err
+	}
+	return applyAndWait(ctx, s, c, "Flux", objs, objs, 5*time.Minute)
+}

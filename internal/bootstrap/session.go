@@ -1,0 +1,111 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fluxcd/pkg/ssa"
+
+	"cluster-init.dev/cluster-init/internal/progress"
+	"cluster-init.dev/cluster-init/internal/render"
+)
+
+// session is what every phase of one command shares and none changes: the options, the output,
+// the renderer of the checkout (one snapshot, every build kept) and the result being recorded.
+type session struct {
+	opts     Options
+	out      progress.Printer
+	renderer *render.Renderer
+	start    time.Time
+	result   *Result
+}
+
+func newSession(opts Options) (*session, error) {
+	r, err := render.New(opts.RepoRoot, opts.KubeVersion)
+	if err != nil {
+		return nil, err
+	}
+	return &session{opts: opts, out: opts.Out, renderer: r, start: time.Now(), result: &Result{}}, nil
+}
+
+func (s *session) close() {
+	s.out.Close()
+	_ = s.renderer.Close()
+}
+
+// renderOptions are the options of a render of the environment in a context.
+func (s *session) renderOptions(context string, source map[string]any) render.Options {
+	return render.Options{Env: s.opts.Env, Context: context, Overrides: s.opts.Overrides, Source: source}
+}
+
+type phase struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+// run runs the phases in order, recording when each ran; it stops after opts.Until, or at the
+// first error.
+func (s *session) run(ctx context.Context, phases []phase) (*Result, error) {
+	if s.opts.Until != "" && !slices.ContainsFunc(phases, func(p phase) bool { return p.name == s.opts.Until }) {
+		var names []string
+		for _, p := range phases {
+			names = append(names, p.name)
+		}
+		return s.result, fmt.Errorf("--until: no phase %q (phases: %s)", s.opts.Until, strings.Join(names, ", "))
+	}
+	if s.opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.opts.Timeout)
+		defer cancel()
+	}
+	defer s.writeTimeline()
+	for _, p := range phases {
+		s.out.Phase(p.name)
+		start := time.Now()
+		err := p.run(ctx)
+		s.result.Phases = append(s.result.Phases, progress.Span{Name: p.name, Start: start, End: time.Now()})
+		if err != nil {
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				err = fmt.Errorf("%s: not finished within --timeout %s: %w", p.name, s.opts.Timeout, err)
+			}
+			return s.result, err
+		}
+		if p.name == s.opts.Until {
+			s.out.Log("stopping after phase %q (--until); run again without --until to continue", p.name)
+			break
+		}
+	}
+	return s.result, nil
+}
+
+func (s *session) writeTimeline() {
+	if s.opts.Timeline == "" {
+		return
+	}
+	file, err := os.Create(s.opts.Timeline)
+	if err == nil {
+		err = progress.WriteTimeline(file, "bootstrap "+s.opts.Env.Name, s.start, s.result.Phases, s.result.Units)
+		if cerr := file.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		s.out.Log("could not write the timeline %s: %v", s.opts.Timeline, err)
+		return
+	}
+	s.out.Log("timeline: %s", s.opts.Timeline)
+}
+
+func (s *session) logChanges(cs *ssa.ChangeSet) {
+	counts := map[ssa.Action]int{}
+	for _, e := range cs.Entries {
+		counts[e.Action]++
+	}
+	s.out.Log("applied %d objects: %d created, %d configured, %d unchanged", len(cs.Entries),
+		counts[ssa.CreatedAction], counts[ssa.ConfiguredAction], counts[ssa.UnchangedAction])
+}

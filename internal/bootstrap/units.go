@@ -1,0 +1,135 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/cluster-api/util/kubeconfig"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cluster-init.dev/cluster-init/internal/diagnostics"
+	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/pivot"
+	"cluster-init.dev/cluster-init/internal/progress"
+	"cluster-init.dev/cluster-init/internal/units"
+	"cluster-init.dev/cluster-init/internal/values"
+)
+
+// pollInterval is how often the units are observed.
+const pollInterval = 3 * time.Second
+
+// releaseGrace is how long the cluster-init release may take to render its units before the run
+// concludes that it cannot.
+const releaseGrace = 10 * time.Minute
+
+// followUnits follows every unit until all are done (the pivot included), a unit fails, or the
+// run times out; then it concludes what blocks and writes the diagnostics bundle.
+func followUnits(ctx context.Context, s *session, bc *bootstrapCluster, v values.Settings) error {
+	src := progress.Source{Cluster: bc.cluster, ClusterName: v.Cluster.Name}
+	tracker := progress.NewTracker(time.Now())
+	start := time.Now()
+	var stuck error
+	err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
+		obs, err := src.Observe(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				// The API server of a busy bootstrap cluster can fail a request: look again.
+				s.out.Log("observing the units: %v (retrying)", err)
+			}
+			return false, nil
+		}
+		snap := tracker.Update(obs, time.Now())
+		s.result.Units = snap
+		s.out.Units(snap)
+		if snap.Graph != nil && snap.Done() {
+			s.out.Log("every unit is ready")
+			return true, nil
+		}
+		// The pivot's record is the truth about the pivot: once it is complete, the bootstrap
+		// cluster's units (frozen since its suspend step) do not matter any more; once it failed
+		// for good, nothing will change.
+		if bc.kind != nil {
+			if st, err := pivot.ReadState(ctx, bc.cluster.Client, names.Namespace); err == nil {
+				switch {
+				case st.Failed != nil:
+					s.result.Units = snap.WithFailed(units.RolePivot, "PivotFailed", st.Failed.Reason)
+					stuck = st.CheckComplete()
+					return false, stuck
+				case st.Completed != nil:
+					s.out.Log("the pivot is complete")
+					return true, nil
+				}
+			}
+		}
+		if snap.Failed() || snap.Graph == nil && time.Since(start) > releaseGrace {
+			stuck = errors.New("a unit failed")
+			return false, stuck
+		}
+		return false, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case stuck != nil:
+		return conclude(ctx, s, bc, v, stuck)
+	default:
+		return conclude(ctx, s, bc, v, err)
+	}
+}
+
+// conclude names what blocks, writes the diagnostics bundle and returns the error to report.
+func conclude(ctx context.Context, s *session, bc *bootstrapCluster, v values.Settings, cause error) error {
+	snap := s.result.Units
+	var text string
+	if snap.Graph == nil {
+		text = "the cluster-init release did not render its units: " + snap.Release
+	} else {
+		c := progress.Conclude(snap)
+		s.result.Conclusion = &c
+		text = c.String()
+	}
+	clusters := []*kube.Cluster{bc.cluster}
+	if m, err := clusterOf(ctx, bc.cluster, v.Cluster.Name); err == nil {
+		clusters = append(clusters, m)
+	}
+	s.result.Diagnostics = collectDiagnostics(ctx, s, text, clusters...)
+	msg := fmt.Sprintf("the bootstrap is stuck: %s", text)
+	if s.result.Diagnostics != "" {
+		msg += "\ndiagnostics (no secret values in it): " + s.result.Diagnostics
+	}
+	return fmt.Errorf("%s: %w", msg, cause)
+}
+
+// clusterOf connects to a cluster Cluster API created, through the kubeconfig Secret it wrote.
+func clusterOf(ctx context.Context, c *kube.Cluster, name string) (*kube.Cluster, error) {
+	data, err := kubeconfig.FromSecret(ctx, c.Client, client.ObjectKey{Namespace: names.Namespace, Name: name})
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig of %s: %w", name, err)
+	}
+	return kube.FromKubeconfig(name, data)
+}
+
+// collectDiagnostics writes the diagnostics bundle of the clusters reachable now.
+func collectDiagnostics(ctx context.Context, s *session, conclusion string, clusters ...*kube.Cluster) string {
+	// The run's context may be what expired: collecting gets its own time.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	b := diagnostics.New(s.opts.Env.SecretValues())
+	b.Add("conclusion.txt", []byte(conclusion+"\n"))
+	for _, c := range clusters {
+		if err := b.AddCluster(ctx, c); err != nil {
+			b.Add(c.Name+"/error.txt", []byte(err.Error()))
+		}
+	}
+	path, err := b.Write(filepath.Join(s.opts.StateDir, "diagnostics"), filepath.Base(s.opts.Env.Name))
+	if err != nil {
+		s.out.Log("could not write the diagnostics bundle: %v", err)
+		return ""
+	}
+	return path
+}

@@ -1,0 +1,148 @@
+package kustomize_test
+
+import (
+	"encoding/json"
+	"os"
+	"reflect"
+	"sync"
+	"testing"
+
+	fluxkustomize "github.com/fluxcd/pkg/kustomize"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"cluster-init.dev/cluster-init/internal/kustomize"
+	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/source"
+	"cluster-init.dev/cluster-init/internal/testenv"
+)
+
+// controllerBuild is kustomize-controller's own path, step by step: the generator writes the
+// overlay into the source tree, SecureBuild (with its per-build OpenAPI reset) builds it, the
+// inline variables are substituted, and every resource goes through RNode.MarshalJSON.
+func controllerBuild(t *testing.T, root string, ks *unstructured.Unstructured) []*unstructured.Unstructured {
+	t.Helper()
+	path, _, _ := unstructured.NestedString(ks.Object, "spec", "path")
+	dir := root + "/" + path
+	action, err := fluxkustomize.NewGenerator(root, *ks).WriteFile(dir, fluxkustomize.WithSaveOriginalKustomization())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = fluxkustomize.CleanDirectory(dir, action) }()
+	resMap, err := fluxkustomize.SecureBuild(root, dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*unstructured.Unstructured
+	for _, res := range resMap.Resources() {
+		if _, err := fluxkustomize.SubstituteVariables(t.Context(), nil, *ks, res, fluxkustomize.SubstituteWithDryRun(true)); err != nil {
+			t.Fatal(err)
+		}
+		data, err := res.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(data); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, obj)
+	}
+	return out
+}
+
+// The builder gives exactly what kustomize-controller gives, for every unit of every environment
+// in every context, built in parallel.
+func TestBuildIsTheControllersBuild(t *testing.T) {
+	root := testenv.Checkout(t)
+	reference := t.TempDir()
+	if err := source.Snapshot(root, reference); err != nil {
+		t.Fatal(err)
+	}
+	r, err := render.New(root, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	b, err := kustomize.NewBuilder(r.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ env, context string }{
+		{"kubeadm-capd", render.ContextBootstrap}, {"kubeadm-capd", render.ContextManagement},
+		{"rke2-capo", render.ContextBootstrap}, {"kubeadm-capo", render.ContextBootstrap},
+		{"workload-clusters/kubeadm-capd-workload", render.ContextWorkload},
+	}
+	seen := map[string]bool{}
+	for _, c := range cases {
+		res, err := r.Render(t.Context(), render.Options{Env: testenv.Environment(t, root, c.env), Context: c.context})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kss []*unstructured.Unstructured
+		for _, o := range res.Objects {
+			if o.Object.GetKind() == "Kustomization" && o.Object.GetAPIVersion() == "kustomize.toolkit.fluxcd.io/v1" && o.Unit == "" {
+				data, _ := json.Marshal(o.Object.Object["spec"])
+				if !seen[string(data)] {
+					seen[string(data)] = true
+					kss = append(kss, o.Object)
+				}
+			}
+		}
+		got := make([][]*unstructured.Unstructured, len(kss))
+		var wg sync.WaitGroup
+		for i, ks := range kss {
+			wg.Go(func() {
+				objs, err := b.Build(t.Context(), ks)
+				if err != nil {
+					t.Errorf("%s: %v", ks.GetName(), err)
+				}
+				got[i] = objs
+			})
+		}
+		wg.Wait()
+		for i, ks := range kss {
+			want := controllerBuild(t, reference, ks)
+			if len(got[i]) != len(want) || len(want) > 0 && !reflect.DeepEqual(got[i], want) {
+				t.Errorf("%s %s: unit %s: the builder's %d objects differ from the controller's %d", c.env, c.context, ks.GetName(), len(got[i]), len(want))
+			}
+		}
+	}
+	if len(seen) < 15 {
+		t.Errorf("only %d distinct unit builds compared", len(seen))
+	}
+}
+
+// A build is kept by content: the same Kustomization is built once, and every caller gets objects
+// of its own.
+func TestBuildIsKeptAndCopied(t *testing.T) {
+	root := testenv.Checkout(t)
+	snap := t.TempDir()
+	if err := source.Snapshot(root, snap); err != nil {
+		t.Fatal(err)
+	}
+	b, err := kustomize.NewBuilder(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+		"metadata": map[string]any{"name": "gate", "namespace": "cluster-init"},
+		"spec":     map[string]any{"path": "./kustomize-components/capd"},
+	}}
+	first, err := b.Build(t.Context(), ks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A change to the tree after the first build is not seen: the build was kept.
+	if err := os.WriteFile(snap+"/kustomize-components/capd/kustomization.yaml", []byte("resources: [missing.yaml]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	first[0].SetName("changed by the caller")
+	second, err := b.Build(t.Context(), ks)
+	if err != nil {
+		t.Fatalf("second build was not kept: %v", err)
+	}
+	if second[0].GetName() == "changed by the caller" {
+		t.Error("callers share the kept objects")
+	}
+}

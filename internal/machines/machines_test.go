@@ -1,0 +1,140 @@
+package machines_test
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cluster-init.dev/cluster-init/internal/machines"
+	"cluster-init.dev/cluster-init/internal/testenv"
+)
+
+const ns = "default"
+
+func machine(t *testing.T, c client.Client, name string, controlPlane bool) *clusterv1.Machine {
+	t.Helper()
+	labels := map[string]string{clusterv1.ClusterNameLabel: "wl"}
+	if controlPlane {
+		labels[clusterv1.MachineControlPlaneLabel] = ""
+	}
+	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: clusterv1.MachineSpec{ClusterName: "wl",
+			Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("data")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DockerMachine", Name: name}}}
+	if err := c.Create(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func setMachine(t *testing.T, c client.Client, m *clusterv1.Machine, phase, node string, ready metav1.ConditionStatus) {
+	t.Helper()
+	m.Spec.ProviderID = "docker:////" + m.Name
+	if err := c.Update(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	m.Status.Phase = phase
+	m.Status.NodeRef = clusterv1.MachineNodeReference{Name: node}
+	m.Status.Conditions = []metav1.Condition{{Type: clusterv1.MachineReadyCondition, Status: ready, Reason: "R", Message: "* NodeHealthy: Node not ready", LastTransitionTime: metav1.Now()}}
+	if err := c.Status().Update(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The machine view on a real API server: how many machines the control plane and the
+// MachineDeployments ask for, and a cluster is settled only when each of them has a node that
+// Cluster API reports ready.
+func TestTheMachinesOfACluster(t *testing.T) {
+	c := testenv.Start(t, "test").Client
+	ctx := t.Context()
+
+	v, err := machines.Read(ctx, c, ns, "wl")
+	if err != nil || v.Found {
+		t.Fatalf("no cluster: %+v %v", v, err)
+	}
+	if ok, why := v.Settled(); ok || !strings.Contains(why[0], "does not exist") {
+		t.Errorf("settled without a cluster: %v", why)
+	}
+
+	cl := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wl"},
+		Spec: clusterv1.ClusterSpec{ControlPlaneRef: clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane", Name: "wl-cp"}}}
+	if err := c.Create(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	v, err = machines.Read(ctx, c, ns, "wl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, why := v.Settled(); ok || !strings.Contains(strings.Join(why, ";"), "KubeadmControlPlane wl-cp does not exist yet") {
+		t.Errorf("control plane missing: %v", why)
+	}
+
+	kcp := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
+		"metadata": map[string]any{"namespace": ns, "name": "wl-cp"},
+		"spec": map[string]any{"replicas": int64(1), "version": "v1.37.0", "machineTemplate": map[string]any{"spec": map[string]any{
+			"infrastructureRef": map[string]any{"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachineTemplate", "name": "wl-cp"}}}},
+	}}
+	if err := c.Create(ctx, kcp); err != nil {
+		t.Fatal(err)
+	}
+	md := &clusterv1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wl-md", Labels: map[string]string{clusterv1.ClusterNameLabel: "wl"}},
+		Spec: clusterv1.MachineDeploymentSpec{ClusterName: "wl", Replicas: ptr.To[int32](2),
+			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": "md"}},
+			Template: clusterv1.MachineTemplateSpec{ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"pool": "md"}}, Spec: clusterv1.MachineSpec{ClusterName: "wl",
+				Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("data")},
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DockerMachineTemplate", Name: "wl-md"}}}}}
+	if err := c.Create(ctx, md); err != nil {
+		t.Fatal(err)
+	}
+	cp := machine(t, c, "wl-cp-0", true)
+	w0 := machine(t, c, "wl-md-0", false)
+	setMachine(t, c, cp, "Running", "wl-cp-0", metav1.ConditionTrue)
+	// Running with a node, but the node is not ready yet: not settled.
+	setMachine(t, c, w0, "Running", "wl-md-0", metav1.ConditionFalse)
+
+	v, err = machines.Read(ctx, c, ns, "wl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Wanted != 3 || len(v.Machines) != 2 {
+		t.Fatalf("wanted %d, machines %d", v.Wanted, len(v.Machines))
+	}
+	ok, why := v.Settled()
+	if ok || !strings.Contains(strings.Join(why, ";"), "Machine wl-md-0 (worker): Running, node wl-md-0; NodeHealthy: Node not ready") ||
+		!strings.Contains(strings.Join(why, ";"), "3 machines wanted, 2 there") {
+		t.Errorf("settled %t: %v", ok, why)
+	}
+
+	w1 := machine(t, c, "wl-md-1", false)
+	setMachine(t, c, w0, "Running", "wl-md-0", metav1.ConditionTrue)
+	setMachine(t, c, w1, "Running", "wl-md-1", metav1.ConditionTrue)
+	v, err = machines.Read(ctx, c, ns, "wl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, why := v.Settled(); !ok {
+		t.Errorf("not settled: %v", why)
+	}
+	if ids := v.ProviderIDs(); len(ids) != 3 || ids["wl-md-1"] != "docker:////wl-md-1" {
+		t.Errorf("provider IDs %v", ids)
+	}
+	if lines := v.Lines(); len(lines) != 4 || !strings.HasPrefix(lines[1], "Machine wl-cp-0 (control plane): Running") {
+		t.Errorf("lines %q", lines)
+	}
+}
+
+func TestReplaced(t *testing.T) {
+	before := map[string]string{"a": "docker:////a", "b": "docker:////b"}
+	if r := machines.Replaced(before, map[string]string{"a": "docker:////a", "b": "docker:////b", "c": "x"}); len(r) != 0 {
+		t.Errorf("replaced %v", r)
+	}
+	if r := machines.Replaced(before, map[string]string{"a": "docker:////a2"}); len(r) != 2 {
+		t.Errorf("replaced %v", r)
+	}
+}

@@ -1,0 +1,65 @@
+// Package names holds the names of the objects cluster-init keeps in a cluster: the namespace of
+// its release, the ConfigMaps and Secrets of the values layers, the unit graph, the pivot's
+// record, and the labels they carry. The kustomize components and the chart name the same objects
+// (a test checks that they agree); Go code uses these constants, never a literal.
+package names
+
+const (
+	// Namespace is the namespace of the cluster-init release, its units and the cluster definitions.
+	Namespace = "cluster-init"
+	// Release is the umbrella HelmRelease.
+	Release = "cluster-init"
+	// SourceRepository is the Flux source of the release and of every unit of the checkout.
+	SourceRepository = "cluster-init"
+
+	// The values layers of the release (valuesFrom of kustomize-components/cluster-init/base).
+	ValuesConfigMap    = "cluster-init-values"
+	ValuesKey          = "values.yaml"
+	SecretsSecret      = "cluster-init-secrets"
+	SecretsKey         = "secrets.yaml"
+	OverridesConfigMap = "cluster-init-overrides"
+	SourceConfigMap    = "cluster-init-source"
+	// StateConfigMap holds the state of a management cluster (self_managed), written by the pivot.
+	StateConfigMap = "cluster-init-state"
+
+	// UnitsConfigMap is the unit graph the chart renders.
+	UnitsConfigMap = "cluster-init-units"
+
+	// PivotRecord is the pivot's record of its steps; PivotKubeconfig is its copy of the
+	// management cluster's kubeconfig (the Cluster API Secret moves with the cluster).
+	PivotRecord     = "cluster-init-pivot"
+	PivotKubeconfig = "cluster-init-pivot-kubeconfig"
+
+	// FieldManager is the server-side apply field manager of everything cluster-init applies.
+	FieldManager = "cluster-init"
+)
+
+// Labels and annotations.
+const (
+	PartOfLabel = "app.kubernetes.io/part-of"
+	PartOf      = "cluster-init"
+	// WatchLabel makes helm-controller upgrade a release when a valuesFrom object changes.
+	WatchLabel = "reconcile.fluxcd.io/watch"
+	// UnitAnnotation and OriginAnnotation are set on every rendered object.
+	UnitAnnotation   = "cluster-init.dev/unit"
+	OriginAnnotation = "cluster-init.dev/rendered-from"
+)
+
+// Labels are the labels of an object cluster-init owns; watched ones are values layers of the
+// release.
+func Labels(watched bool) map[string]string {
+	l := map[string]string{PartOfLabel: PartOf}
+	if watched {
+		l[WatchLabel] = "Enabled"
+	}
+	return l
+}
+
+// CopiedConfigMaps and CopiedSecrets are the values layers the management-configs Job copies
+// from the bootstrap cluster into the management cluster.
+func CopiedConfigMaps() []string {
+	return []string{ValuesConfigMap, OverridesConfigMap, SourceConfigMap}
+}
+
+// CopiedSecrets: see CopiedConfigMaps.
+func CopiedSecrets() []string { return []string{SecretsSecret} }

@@ -1,0 +1,254 @@
+package pivot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/kubeconfig"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/machines"
+	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/readiness"
+	"cluster-init.dev/cluster-init/internal/units"
+)
+
+// The steps, in the order of stepsOf.
+const (
+	StepSaveKubeconfig = "save-kubeconfig" // keep the management kubeconfig: its Secret moves away
+	StepWaitReady      = "wait-ready"      // providers of the management cluster and all machines ready
+	StepSuspend        = "suspend"         // the bootstrap cluster stops reconciling the definitions
+	StepMove           = "move"            // clusterctl move of the namespace
+	StepAdopt          = "adopt"           // the management cluster's release takes the definitions over
+	StepVerify         = "verify"          // Cluster ready from the management side, no machine replaced
+)
+
+// StepNames lists the steps in order.
+func StepNames() []string {
+	var out []string
+	for _, s := range (&pivot{}).steps() {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// pivot is one attempt: the clusters and what the steps share.
+type pivot struct {
+	Options
+	management *kube.Cluster
+}
+
+func (p *pivot) steps() []Step {
+	return []Step{
+		{StepSaveKubeconfig, p.saveKubeconfig},
+		{StepWaitReady, p.waitReady},
+		{StepSuspend, p.suspend},
+		{StepMove, p.move},
+		{StepAdopt, p.adopt},
+		{StepVerify, p.verify},
+	}
+}
+
+// saveKubeconfig copies the management kubeconfig out of the Cluster API Secret that moves with
+// the cluster.
+func (p *pivot) saveKubeconfig(ctx context.Context, st *State) error {
+	// The pivot runs once the cluster is up: a Cluster that does not exist is a wrong name, which
+	// no retry fixes.
+	if err := p.Bootstrap.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Cluster}, &clusterv1.Cluster{}); apierrors.IsNotFound(err) {
+		return Permanent(fmt.Errorf("no Cluster %s in namespace %s", p.Cluster, p.Namespace))
+	} else if err != nil {
+		return fmt.Errorf("read Cluster %s: %w", p.Cluster, err)
+	}
+	data, err := kubeconfig.FromSecret(ctx, p.Bootstrap.Client, client.ObjectKey{Namespace: p.Namespace, Name: p.Cluster})
+	if err != nil {
+		return fmt.Errorf("the kubeconfig of %s: %w", p.Cluster, err)
+	}
+	cp := &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: names.PivotKubeconfig, Labels: names.Labels(false)},
+		Data:       map[string][]byte{"value": data},
+	}
+	return serverSideApply(ctx, p.Bootstrap.Client, cp)
+}
+
+// connect connects to the management cluster with the kubeconfig saveKubeconfig kept.
+func (p *pivot) connect(ctx context.Context) (*kube.Cluster, error) {
+	if p.management != nil {
+		return p.management, nil
+	}
+	s := &corev1.Secret{}
+	if err := p.Bootstrap.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: names.PivotKubeconfig}, s); err != nil {
+		return nil, fmt.Errorf("read the saved management kubeconfig %s: %w", names.PivotKubeconfig, err)
+	}
+	m, err := kube.FromKubeconfig("management", s.Data["value"])
+	if err != nil {
+		return nil, err
+	}
+	p.management = m
+	return m, nil
+}
+
+// waitFor polls check until it is done, logging every new reason it gives. Errors reading the
+// clusters are retried until the step's timeout; a permanent failure ends the wait at once.
+func (p *pivot) waitFor(ctx context.Context, what string, check func(context.Context) (done bool, reason string, err error)) error {
+	last := ""
+	err := wait.PollUntilContextTimeout(ctx, p.Interval, p.StepTimeout, true, func(ctx context.Context) (bool, error) {
+		done, reason, err := check(ctx)
+		if IsPermanent(err) {
+			return false, err
+		}
+		if err != nil {
+			reason = err.Error()
+		}
+		if !done && reason != last {
+			p.Log("  waiting for %s: %s", what, reason)
+			last = reason
+		}
+		return done, nil
+	})
+	if err != nil && !IsPermanent(err) {
+		return fmt.Errorf("%s: not done after %s: %s", what, p.StepTimeout, last)
+	}
+	return err
+}
+
+// waitReady waits until every machine of the cluster is ready (from the bootstrap side) and every
+// unit of the management cluster's release is (its providers, so that it can take over).
+func (p *pivot) waitReady(ctx context.Context, st *State) error {
+	if err := p.waitFor(ctx, "the machines of "+p.Cluster, func(ctx context.Context) (bool, string, error) {
+		v, err := machines.Read(ctx, p.Bootstrap.Client, p.Namespace, p.Cluster)
+		if err != nil {
+			return false, "", err
+		}
+		if !v.Available {
+			return false, "Cluster " + p.Cluster + " is not Available yet", nil
+		}
+		if ok, pending := v.Settled(); !ok {
+			return false, fmt.Sprint(pending), nil
+		}
+		st.ProviderIDs = v.ProviderIDs()
+		return true, "", nil
+	}); err != nil {
+		return err
+	}
+	m, err := p.connect(ctx)
+	if err != nil {
+		return err
+	}
+	return p.waitFor(ctx, "the units of the management cluster", func(ctx context.Context) (bool, string, error) {
+		u, err := readiness.ReadUnits(ctx, m.Client, p.Namespace)
+		if err != nil {
+			return false, "", err
+		}
+		done, reason := u.Done()
+		return done, reason, nil
+	})
+}
+
+// suspend stops the bootstrap cluster's units that reconcile the definitions or reach the new
+// cluster through the Secret that moves (the chart marks them suspend_for_pivot), and the
+// HelmReleases that would re-create what moves: the release itself and those of these units.
+func (p *pivot) suspend(ctx context.Context, st *State) error {
+	u, err := readiness.ReadUnits(ctx, p.Bootstrap.Client, p.Namespace)
+	if err != nil {
+		return err
+	}
+	if u.Graph == nil {
+		return Permanent(errors.New("the bootstrap cluster has no unit graph"))
+	}
+	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"suspend":true}}`))
+	releases := []string{names.Release}
+	for _, unit := range u.Graph.SuspendedForPivot() {
+		if unit.Kind == units.KindHelmRelease {
+			releases = append(releases, unit.Name)
+		}
+	}
+	for _, name := range releases {
+		if err := p.Bootstrap.Client.Patch(ctx, &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: name}}, patch); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("suspend HelmRelease %s: %w", name, err)
+		}
+	}
+	for _, unit := range u.Graph.SuspendedForPivot() {
+		if err := p.Bootstrap.Client.Patch(ctx, &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: unit.Name}}, patch); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("suspend unit %s: %w", unit.Name, err)
+		}
+	}
+	return nil
+}
+
+// adopt makes the management cluster's release render the cluster definitions: it records
+// self_managed in the state ConfigMap its HelmRelease reads, and waits until the unit of the
+// definitions and every other unit there are ready.
+func (p *pivot) adopt(ctx context.Context, st *State) error {
+	m, err := p.connect(ctx)
+	if err != nil {
+		return err
+	}
+	cm := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: names.StateConfigMap, Labels: names.Labels(true)},
+		Data:       map[string]string{names.ValuesKey: "self_managed: true\n"},
+	}
+	if err := serverSideApply(ctx, m.Client, cm); err != nil {
+		return fmt.Errorf("record self_managed in the management cluster: %w", err)
+	}
+	return p.waitFor(ctx, "the management cluster to reconcile its own definitions", func(ctx context.Context) (bool, string, error) {
+		u, err := readiness.ReadUnits(ctx, m.Client, p.Namespace)
+		if err != nil {
+			return false, "", err
+		}
+		if u.Graph == nil {
+			return false, "no unit graph yet", nil
+		}
+		if _, ok := u.Graph.ByRole(units.RoleCluster); !ok {
+			return false, "the release does not render the definitions yet", nil
+		}
+		done, reason := u.Done()
+		return done, reason, nil
+	})
+}
+
+// verify checks from the management side that the cluster is available with the same machines,
+// and that nothing of it is left in the bootstrap cluster.
+func (p *pivot) verify(ctx context.Context, st *State) error {
+	m, err := p.connect(ctx)
+	if err != nil {
+		return err
+	}
+	return p.waitFor(ctx, "the cluster seen from the management cluster", func(ctx context.Context) (bool, string, error) {
+		v, err := machines.Read(ctx, m.Client, p.Namespace, p.Cluster)
+		if err != nil {
+			return false, "", err
+		}
+		if !v.Found {
+			return false, "", Permanent(fmt.Errorf("the management cluster does not hold Cluster %s after the move", p.Cluster))
+		}
+		if replaced := machines.Replaced(st.ProviderIDs, v.ProviderIDs()); len(replaced) > 0 {
+			return false, "", Permanent(fmt.Errorf("machines replaced during the pivot: %v", replaced))
+		}
+		if ok, pending := v.Settled(); !ok || !v.Available {
+			return false, fmt.Sprintf("available %t, %v", v.Available, pending), nil
+		}
+		left := &clusterv1.ClusterList{}
+		if err := p.Bootstrap.Client.List(ctx, left, client.InNamespace(p.Namespace)); err != nil {
+			return false, "", err
+		}
+		if len(left.Items) > 0 {
+			return false, "", Permanent(fmt.Errorf("Cluster %s is still in the bootstrap cluster after the move", p.Cluster))
+		}
+		return true, "", nil
+	})
+}
+
+// waitInterval is how often the waits of the steps look.
+const waitInterval = 5 * time.Second

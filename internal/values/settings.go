@@ -1,0 +1,88 @@
+package values
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"cluster-init.dev/cluster-init/internal/registrymirror"
+)
+
+// Settings is the typed view of merged values that the Go code reads. The chart's values.yaml and
+// values.schema.json define every key; this is the part the CLI, the pivot and cleanup use.
+// Decode it once per rendered release and pass the fields on.
+type Settings struct {
+	Context     string `json:"context"`
+	SelfManaged bool   `json:"self_managed"`
+
+	Cluster          ClusterSettings          `json:"cluster"`
+	BootstrapCluster BootstrapClusterSettings `json:"bootstrap_cluster"`
+	RegistryMirrors  RegistryMirrors          `json:"registry_mirrors"`
+	Source           SourceSettings           `json:"source"`
+	ClusterInitImage string                   `json:"cluster_init_image"`
+}
+
+// ClusterSettings is the cluster the release defines (`cluster`).
+type ClusterSettings struct {
+	Name      string `json:"name"`
+	Providers struct {
+		Bootstrap      string `json:"bootstrap"`
+		Infrastructure string `json:"infrastructure"`
+	} `json:"providers"`
+	KubernetesVersion string `json:"kubernetes_version"`
+	Network           struct {
+		PodsCIDR     string `json:"pods_cidr"`
+		ServicesCIDR string `json:"services_cidr"`
+	} `json:"network"`
+	ControlPlane struct {
+		Replicas int `json:"replicas"`
+	} `json:"control_plane"`
+	Workers struct {
+		Replicas int `json:"replicas"`
+	} `json:"workers"`
+	CAPD struct {
+		NodeImage string `json:"node_image"`
+	} `json:"capd"`
+	CNI struct {
+		FlannelBackend string `json:"flannel_backend"`
+	} `json:"cni"`
+}
+
+// OnDocker tells whether the cluster's machines are containers of the host's Docker engine.
+func (c ClusterSettings) OnDocker() bool { return c.Providers.Infrastructure == "capd" }
+
+// BootstrapClusterSettings is the kind bootstrap cluster (`bootstrap_cluster`).
+type BootstrapClusterSettings struct {
+	Name         string `json:"name"`
+	NodeImage    string `json:"node_image"`
+	PodsCIDR     string `json:"pods_cidr"`
+	ServicesCIDR string `json:"services_cidr"`
+	Registry     struct {
+		Name     string `json:"name"`
+		Image    string `json:"image"`
+		HostPort int    `json:"host_port"`
+	} `json:"registry"`
+}
+
+// RegistryMirrors are the containerd mirrors of every cluster (`registry_mirrors`).
+type RegistryMirrors struct {
+	HostsConfig registrymirror.Config `json:"hosts_config"`
+}
+
+// SourceSettings is what the clusters reconcile from (`source`).
+type SourceSettings struct {
+	Type string `json:"type"`
+	URL  string `json:"url"`
+}
+
+// Decode reads the typed view of merged values. Keys it does not know are left to the chart.
+func Decode(merged map[string]any) (Settings, error) {
+	var s Settings
+	data, err := json.Marshal(merged)
+	if err != nil {
+		return s, fmt.Errorf("values: %w", err)
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		return s, fmt.Errorf("values: %w", err)
+	}
+	return s, nil
+}
