@@ -117,7 +117,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 // is rolled out, machines included.
 func Apply(ctx context.Context, opts Options) (*Result, error) {
 	// The management cluster's release owns its definitions since the pivot.
-	opts.Overrides = append(opts.Overrides, values.FromMap("(state after the pivot)", map[string]any{"self_managed": true}))
+	opts.Overrides = append(opts.Overrides, render.SelfManaged())
 	s, err := newSession(opts)
 	if err != nil {
 		return &Result{}, err

@@ -15,11 +15,13 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/readiness"
+	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/units"
 )
 
@@ -194,10 +196,14 @@ func (p *pivot) adopt(ctx context.Context, st *State) error {
 	if err != nil {
 		return err
 	}
+	state, err := yaml.Marshal(render.SelfManaged().Data)
+	if err != nil {
+		return err
+	}
 	cm := &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: names.StateConfigMap, Labels: names.Labels(true)},
-		Data:       map[string]string{names.ValuesKey: "self_managed: true\n"},
+		Data:       map[string]string{names.ValuesKey: string(state)},
 	}
 	if err := serverSideApply(ctx, m.Client, cm); err != nil {
 		return fmt.Errorf("record self_managed in the management cluster: %w", err)

@@ -105,7 +105,7 @@ func kustomizationEdges(res *render.Result) (units []string, edges []string) {
 }
 
 func selfManaged() values.Layer {
-	return values.FromMap("(state after the pivot)", map[string]any{"self_managed": true})
+	return render.SelfManaged()
 }
 
 func unstructuredString(obj map[string]any, fields ...string) (string, bool, error) {

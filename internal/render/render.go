@@ -171,6 +171,12 @@ func Layers(repoRoot string, opts Options) ([]values.Layer, error) {
 	return layers, nil
 }
 
+// SelfManaged is the values layer of a management cluster after the pivot: what the pivot records
+// in its state ConfigMap, so that its release renders its own cluster definitions.
+func SelfManaged() values.Layer {
+	return values.FromMap("(state after the pivot)", map[string]any{"self_managed": true})
+}
+
 // Unchecked merges the values of a release without checking them: for commands that must work
 // whatever the values (cleanup) and only read names from them.
 func Unchecked(repoRoot string, opts Options) (values.Settings, error) {

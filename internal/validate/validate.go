@@ -40,7 +40,7 @@ func Targets(env *environment.Environment) []Target {
 		{Name: render.ContextBootstrap, Context: render.ContextBootstrap},
 		{Name: "management (before pivot)", Context: render.ContextManagement},
 		{Name: "management (after pivot)", Context: render.ContextManagement,
-			Overrides: []values.Layer{values.FromMap("(state after the pivot)", map[string]any{"self_managed": true})}},
+			Overrides: []values.Layer{render.SelfManaged()}},
 	}
 }
 
