@@ -4,19 +4,22 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"cluster-init.dev/cluster-init/internal/checkout"
 	"cluster-init.dev/cluster-init/internal/environment"
 	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/secrets"
 	"cluster-init.dev/cluster-init/internal/values"
 	"cluster-init.dev/cluster-init/internal/versions"
 )
 
 // globals are the flags every command shares.
 type globals struct {
-	repo string
+	repo       string
+	ageKeyFile string
 }
 
 func newRootCommand() *cobra.Command {
@@ -42,6 +45,7 @@ path.`,
 	addBootstrapFlags(root, flags)
 	addFlowFlags(root, flags)
 	root.PersistentFlags().StringVar(&g.repo, "repo", "", "the cluster-init checkout (default: the one containing the current directory)")
+	root.PersistentFlags().StringVar(&g.ageKeyFile, "age-key-file", "", "the age key that decrypts the environment's SOPS-encrypted secrets (default: $SOPS_AGE_KEY_FILE, then $SOPS_AGE_KEY); never printed")
 	root.AddCommand(
 		newRenderCommand(g),
 		newValidateCommand(g),
@@ -50,6 +54,7 @@ path.`,
 		newApplyCommand(g),
 		newStatusCommand(g),
 		newCleanupCommand(g),
+		newSecretsCommand(g),
 		newCopyValuesCommand(),
 		newPivotCommand(),
 	)
@@ -108,12 +113,19 @@ func (g *globals) open(envName string) (*workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	env, err := environment.Load(name, dir, func(p string) string { return checkout.Relative(root, p) })
+	key, err := secrets.LoadKey(g.ageKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	env, err := environment.Load(name, dir, func(p string) string { return checkout.Relative(root, p) }, key)
 	if err != nil {
 		return nil, err
 	}
 	return &workspace{root: root, pins: pins, env: env}, nil
 }
+
+// rel is how messages show a path of the checkout.
+func (w *workspace) rel(p string) string { return checkout.Relative(w.root, p) }
 
 // defaultContext is the context an environment is first rendered in.
 func (w *workspace) defaultContext() string {
@@ -132,12 +144,33 @@ func (w *workspace) renderOptions(context string) render.Options {
 
 // renderer renders the workspace's checkout; the caller closes it.
 func (w *workspace) renderer() (*render.Renderer, error) {
-	return render.New(w.root, w.pins["KUBERNETES_VERSION"])
+	return render.New(w.root, w.pins["KUBERNETES_VERSION"], buildCache())
+}
+
+// buildCache is where unit builds are kept between commands: $CLUSTER_INIT_BUILD_CACHE ("off"
+// for none), else cluster-init/builds in the user's cache directory.
+func buildCache() string {
+	if d := os.Getenv("CLUSTER_INIT_BUILD_CACHE"); d != "" {
+		if d == "off" {
+			return ""
+		}
+		return d
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(d, "cluster-init", "builds")
 }
 
 // render renders the environment once, in context.
 func (w *workspace) render(ctx context.Context, context string) (*render.Result, error) {
-	return render.Render(ctx, w.root, w.pins["KUBERNETES_VERSION"], w.renderOptions(context))
+	r, err := w.renderer()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.Render(ctx, w.renderOptions(context))
 }
 
 // settings reads the names and choices of the environment's values in the bootstrap context,

@@ -32,6 +32,8 @@ type Options struct {
 	// Overrides are extra values files (--values), after the environment values.
 	Overrides   []values.Layer
 	KubeVersion string
+	// BuildCache, if set, keeps unit builds across commands.
+	BuildCache string
 	// Kubeconfig and Context, when Kubeconfig is set, are an existing cluster: to bootstrap from
 	// instead of kind (no pivot), or for day 2 the management cluster.
 	Kubeconfig string

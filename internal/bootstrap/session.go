@@ -26,7 +26,7 @@ type session struct {
 }
 
 func newSession(opts Options) (*session, error) {
-	r, err := render.New(opts.RepoRoot, opts.KubeVersion)
+	r, err := render.New(opts.RepoRoot, opts.KubeVersion, opts.BuildCache)
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/secrets"
 	"cluster-init.dev/cluster-init/internal/values"
 )
 
@@ -44,6 +45,9 @@ type Environment struct {
 	Secrets *unstructured.Unstructured
 	// Layers: the environment values, then the secrets.
 	Layers []values.Layer
+	// Encrypted: the secrets file is encrypted with SOPS (age); Key decrypted it.
+	Encrypted bool
+	Key       *secrets.Key
 }
 
 // Workload tells whether the environment describes a workload cluster.
@@ -119,8 +123,10 @@ func List(repoRoot string) ([]string, error) {
 }
 
 // Load builds the environment in dir. display turns a path into what messages show (usually
-// relative to the repository).
-func Load(name, dir string, display func(string) string) (*Environment, error) {
+// relative to the repository). key decrypts a secrets file encrypted with SOPS, as Flux's
+// kustomize-controller does before it builds the environment; it may be nil when the secrets
+// file is not encrypted.
+func Load(name, dir string, display func(string) string, key *secrets.Key) (*Environment, error) {
 	kfile := filepath.Join(dir, konfig.DefaultKustomizationFileName())
 	if _, err := os.Stat(kfile); err != nil {
 		return nil, fmt.Errorf("%s: missing: an environment is a kustomization with a configMapGenerator %s (file %s) and a secretGenerator %s (file %s)",
@@ -190,6 +196,16 @@ func Load(name, dir string, display func(string) string) (*Environment, error) {
 
 	valuesFile := display(sourceFile(dir, sources, names.ValuesConfigMap, names.ValuesKey))
 	secretsFile := display(sourceFile(dir, sources, names.SecretsSecret, names.SecretsKey))
+	if secrets.IsEncrypted(secretsText) {
+		if secretsText, err = secrets.Decrypt(secretsFile, secretsText, key); err != nil {
+			return nil, err
+		}
+		env.Encrypted, env.Key = true, key
+		// The Secret holds what the clusters decrypt, as kustomize-controller builds it.
+		if err := unstructured.SetNestedField(env.Secrets.Object, base64.StdEncoding.EncodeToString(secretsText), "data", names.SecretsKey); err != nil {
+			return nil, err
+		}
+	}
 	vl, err := values.ParseLayer(valuesFile, []byte(valuesText), false)
 	if err != nil {
 		return nil, err

@@ -50,9 +50,28 @@ type Builder struct {
 	root string
 	// customSchema: a kustomization of the tree sets `openapi:`; builds take the controller's path.
 	customSchema bool
+	// disk, if set, keeps builds across processes.
+	disk *diskCache
 
 	mu    sync.Mutex
 	cache map[string]*result
+}
+
+// Option configures a Builder.
+type Option func(*Builder) error
+
+// WithDiskCache also keeps every build in dir, keyed by the content of the whole tree, the
+// Kustomization and the versions of the build libraries, so that a later process building the same
+// thing from the same tree reads it back instead.
+func WithDiskCache(dir string) Option {
+	return func(b *Builder) error {
+		d, err := newDiskCache(dir, b.root)
+		if err != nil {
+			return err
+		}
+		b.disk = d
+		return nil
+	}
 }
 
 type result struct {
@@ -62,12 +81,18 @@ type result struct {
 }
 
 // NewBuilder returns a builder for the tree at root (a snapshot of the source artifact).
-func NewBuilder(root string) (*Builder, error) {
+func NewBuilder(root string, opts ...Option) (*Builder, error) {
 	custom, err := setsOpenAPI(root)
 	if err != nil {
 		return nil, err
 	}
-	return &Builder{root: root, customSchema: custom, cache: map[string]*result{}}, nil
+	b := &Builder{root: root, customSchema: custom, cache: map[string]*result{}}
+	for _, o := range opts {
+		if err := o(b); err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 // Build renders ks against the builder's tree. The objects are the caller's to change.
@@ -84,7 +109,7 @@ func (b *Builder) Build(ctx context.Context, ks *unstructured.Unstructured) ([]*
 	}
 	b.mu.Unlock()
 	if !seen {
-		r.objs, r.err = b.build(ctx, ks)
+		r.objs, r.err = b.buildOrRead(ctx, key, ks)
 		close(r.done)
 	}
 	select {
@@ -112,6 +137,21 @@ func cacheKey(ks *unstructured.Unstructured) (string, error) {
 	}
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// buildOrRead reads the build from the disk cache, or builds it and keeps it there.
+func (b *Builder) buildOrRead(ctx context.Context, key string, ks *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	if b.disk == nil {
+		return b.build(ctx, ks)
+	}
+	if objs, ok := b.disk.read(key); ok {
+		return objs, nil
+	}
+	objs, err := b.build(ctx, ks)
+	if err == nil {
+		b.disk.write(key, objs)
+	}
+	return objs, err
 }
 
 func (b *Builder) build(ctx context.Context, ks *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {

@@ -1,8 +1,11 @@
 package kustomize_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sync"
 	"testing"
@@ -58,7 +61,7 @@ func TestBuildIsTheControllersBuild(t *testing.T) {
 	if err := source.Snapshot(root, reference); err != nil {
 		t.Fatal(err)
 	}
-	r, err := render.New(root, "")
+	r, err := render.New(root, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,5 +147,78 @@ func TestBuildIsKeptAndCopied(t *testing.T) {
 	}
 	if second[0].GetName() == "changed by the caller" {
 		t.Error("callers share the kept objects")
+	}
+}
+
+// Builds kept on disk are read back by another builder of the same tree, never by a builder of a
+// changed tree; a damaged entry is built again.
+func TestBuildsKeptOnDisk(t *testing.T) {
+	root := testenv.Checkout(t)
+	snap := t.TempDir()
+	if err := source.Snapshot(root, snap); err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	ks := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+		"metadata": map[string]any{"name": "capd", "namespace": "cluster-init"},
+		"spec":     map[string]any{"path": "./kustomize-components/capd"},
+	}}
+	build := func() []*unstructured.Unstructured {
+		t.Helper()
+		b, err := kustomize.NewBuilder(snap, kustomize.WithDiskCache(cache))
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := b.Build(t.Context(), ks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return objs
+	}
+	entries := func() []string {
+		t.Helper()
+		m, _ := filepath.Glob(filepath.Join(cache, "*.json.gz"))
+		return m
+	}
+	first := build()
+	if len(entries()) != 1 {
+		t.Fatalf("entries after a build: %v", entries())
+	}
+	// Another process, the same tree: read back, equal to the build.
+	if again := build(); !reflect.DeepEqual(first, again) {
+		t.Fatal("the build read back differs")
+	}
+	// It is read, not built again: an entry marked by hand comes back marked.
+	marked := first[0].DeepCopy()
+	marked.SetLabels(map[string]string{"read-from": "disk"})
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_ = json.NewEncoder(zw).Encode([]map[string]any{marked.Object})
+	_ = zw.Close()
+	if err := os.WriteFile(entries()[0], buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := build(); len(got) != 1 || got[0].GetLabels()["read-from"] != "disk" {
+		t.Fatal("the kept build was not read")
+	}
+	// A changed tree never reads an old build.
+	crd := filepath.Join(snap, "kustomize-components/capd/kustomization.yaml")
+	orig, _ := os.ReadFile(crd)
+	if err := os.WriteFile(crd, append(orig, []byte("commonLabels: {changed: \"yes\"}\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	changed := build()
+	if len(entries()) != 2 || changed[0].GetLabels()["changed"] != "yes" {
+		t.Fatalf("a changed tree: %d entries, labels %v", len(entries()), changed[0].GetLabels())
+	}
+	// A damaged entry costs a build, not an error.
+	for _, e := range entries() {
+		if err := os.WriteFile(e, []byte("not gzip"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if again := build(); !reflect.DeepEqual(changed, again) {
+		t.Fatal("a damaged entry was not built again")
 	}
 }

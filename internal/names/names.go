@@ -30,6 +30,11 @@ const (
 	PivotRecord     = "cluster-init-pivot"
 	PivotKubeconfig = "cluster-init-pivot-kubeconfig"
 
+	// AgeKeySecret holds the age key kustomize-controller decrypts the environment's secrets with
+	// (key secrets.KeySecretKey); GitAuthSecret the credentials of the git source.
+	AgeKeySecret  = "cluster-init-sops-age"
+	GitAuthSecret = "cluster-init-git-auth"
+
 	// FieldManager is the server-side apply field manager of everything cluster-init applies.
 	FieldManager = "cluster-init"
 )

@@ -72,10 +72,10 @@ func (m *machine) run(ctx context.Context, finish func(context.Context, State) e
 		}
 		m.log("step %s", s.Name)
 		start := m.now()
-		if err := s.Run(ctx, &st); err != nil {
-			err = fmt.Errorf("pivot step %s: %w", s.Name, err)
+		if stepErr := s.Run(ctx, &st); stepErr != nil {
+			err := fmt.Errorf("pivot step %s: %w", s.Name, stepErr)
 			if IsPermanent(err) {
-				st.Failed = &Failure{Step: s.Name, Reason: err.Error(), At: metav1.NewTime(m.now())}
+				st.Failed = &Failure{Step: s.Name, Reason: stepErr.Error(), At: metav1.NewTime(m.now())}
 				if serr := m.store.Save(ctx, st); serr != nil {
 					return errors.Join(err, serr)
 				}

@@ -44,12 +44,15 @@ func Wait(ctx context.Context, c *kube.Cluster, objs []*unstructured.Unstructure
 	coll := collector.NewResourceStatusCollector(ids)
 	var pending []NotReady
 	var failed, observed bool
+	var reported time.Time
 	done := coll.ListenWithObserver(poller.Poll(ctx, ids, polling.PollOptions{PollInterval: pollInterval}),
 		collector.ObserverFunc(func(rsc *collector.ResourceStatusCollector, _ event.Event) {
 			pending, failed = pendingOf(rsc)
 			observed = true
-			if report != nil {
+			// The collector calls for every object that changed: report once per round of polls.
+			if report != nil && len(pending) > 0 && time.Since(reported) >= pollInterval {
 				report(pending)
+				reported = time.Now()
 			}
 			if len(pending) == 0 || failed {
 				cancel()
@@ -81,9 +84,14 @@ func pendingOf(rsc *collector.ResourceStatusCollector) ([]NotReady, bool) {
 			if rs.Status == status.CurrentStatus {
 				continue
 			}
-			p.Status, p.Message = rs.Status, rs.Message
-			if rs.Error != nil {
+			p.Status = rs.Status
+			switch {
+			case rs.Error != nil:
 				p.Message = rs.Error.Error()
+			case rs.Message != "":
+				p.Message = rs.Message
+			case rs.Status == status.NotFoundStatus:
+				p.Message = "not found"
 			}
 		}
 		failed = failed || p.Status == status.FailedStatus

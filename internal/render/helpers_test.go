@@ -67,7 +67,7 @@ func copyEnv(t testing.TB, root, name string, edits map[string]func(string) stri
 // them; testenv.Environment loads the checkout's own.
 func loadEnv(t testing.TB, root, name, dir string) (*environment.Environment, error) {
 	t.Helper()
-	return environment.Load(name, dir, func(p string) string { return checkout.Relative(root, p) })
+	return environment.Load(name, dir, func(p string) string { return checkout.Relative(root, p) }, nil)
 }
 
 func renderEnv(t testing.TB, root string, env *environment.Environment, context string, overrides ...values.Layer) *render.Result {

@@ -97,8 +97,8 @@ type Renderer struct {
 }
 
 // New snapshots the source of the checkout at repoRoot; kubeVersion is the Kubernetes version
-// templates see.
-func New(repoRoot, kubeVersion string) (*Renderer, error) {
+// templates see. buildCache, if set, is a directory that keeps unit builds across processes.
+func New(repoRoot, kubeVersion, buildCache string) (*Renderer, error) {
 	snap, err := os.MkdirTemp("", "cluster-init-source-")
 	if err != nil {
 		return nil, err
@@ -107,7 +107,11 @@ func New(repoRoot, kubeVersion string) (*Renderer, error) {
 		os.RemoveAll(snap)
 		return nil, err
 	}
-	builds, err := kustomize.NewBuilder(snap)
+	var opts []kustomize.Option
+	if buildCache != "" {
+		opts = append(opts, kustomize.WithDiskCache(buildCache))
+	}
+	builds, err := kustomize.NewBuilder(snap, opts...)
 	if err != nil {
 		os.RemoveAll(snap)
 		return nil, err
@@ -460,9 +464,9 @@ func explainChartError(err error, layers []values.Layer, fallback values.Origin)
 	return values.Problems{{Origin: values.Locate(layers, values.ParseKey(key), fallback), Key: key, Message: msg}}
 }
 
-// Render renders one release with a renderer of its own: for commands that render once.
+// Render renders one release with a renderer of its own (and no build cache).
 func Render(ctx context.Context, repoRoot, kubeVersion string, opts Options) (*Result, error) {
-	r, err := New(repoRoot, kubeVersion)
+	r, err := New(repoRoot, kubeVersion, "")
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,7 @@ func Checkout(t testing.TB) string {
 // relative to it as the CLI shows them.
 func Environment(t testing.TB, root, name string) *environment.Environment {
 	t.Helper()
-	env, err := environment.Load(name, filepath.Join(root, environment.Dir, name), func(p string) string { return checkout.Relative(root, p) })
+	env, err := environment.Load(name, filepath.Join(root, environment.Dir, name), func(p string) string { return checkout.Relative(root, p) }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func BenchmarkValidate(b *testing.B) {
 	env := testenv.Environment(b, root, "kubeadm-capd")
 	b.ReportAllocs()
 	for b.Loop() {
-		r, err := render.New(root, pins["KUBERNETES_VERSION"])
+		r, err := render.New(root, pins["KUBERNETES_VERSION"], "")
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -26,7 +26,7 @@ func TestEveryEnvironmentIsValidInEveryContext(t *testing.T) {
 			t.Errorf("environment %s is missing (found %v)", want, envs)
 		}
 	}
-	r, err := render.New(root, pins["KUBERNETES_VERSION"])
+	r, err := render.New(root, pins["KUBERNETES_VERSION"], "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -207,6 +207,31 @@ build_flannel() {
   CGO_ENABLED=0 go_bin "$wrap" "$key" flannel "$m/plugins/meta/flannel" -ldflags "$ld"
 }
 
+# metrics-server, as its Makefile builds it (static, version stamps of k8s.io/component-base).
+build_metrics_server() {
+  require_vars METRICS_SERVER_VERSION
+  local m=sigs.k8s.io/metrics-server wrap key ld
+  # The checksum database has no entry for this version of the module.
+  export GONOSUMDB=${GONOSUMDB:+$GONOSUMDB,}$m
+  wrap=$(wrapper_for metrics-server "$m" "$METRICS_SERVER_VERSION" "" "$m/cmd/metrics-server")
+  ld="-s -w -X k8s.io/component-base/version.gitVersion=$METRICS_SERVER_VERSION"
+  key=$(bin_key metrics-server "$METRICS_SERVER_VERSION" "$(basename "$wrap")" "$ld" cgo0)
+  METRICS_SERVER_BIN=$CACHE/bin/$key
+  CGO_ENABLED=0 go_bin "$wrap" "$key" metrics-server "$m/cmd/metrics-server" -ldflags "$ld"
+}
+
+# The test bed's git server (tools/testbed/gitserver, this repository's own code): git's
+# git-http-backend behind basic authentication.
+build_git_server() {
+  local key
+  key=gitserver-$(hash_strings "$GO_VERSION" "$(hash_tree "$TESTBED_DIR/gitserver")")
+  GIT_SERVER_BIN=$CACHE/bin/$key
+  if [[ ! -x $GIT_SERVER_BIN/gitserver ]]; then
+    mkdir -p "$GIT_SERVER_BIN"
+    (cd "$REPO_ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$GIT_SERVER_BIN/gitserver" ./tools/testbed/gitserver)
+  fi
+}
+
 # The OCI registry (distribution).
 build_registry() {
   require_vars REGISTRY_VERSION

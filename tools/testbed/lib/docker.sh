@@ -191,3 +191,46 @@ put() {
   ln -f "$src" "$dst" 2>/dev/null || cp "$src" "$dst"
   if [[ -n $mode ]]; then chmod "$mode" "$dst"; fi
 }
+
+# ---------------------------------------------------------------------------------------
+# Network.
+
+# ensure_kind_network: the docker network kind uses, created with kind's own settings
+# (pkg/cluster/internal/providers/docker/network.go) when it does not exist yet, so that a
+# later `kind create cluster` finds it as if it had made it: bridge with IP masquerade, the
+# MTU of the default bridge, and an IPv6 ULA subnet derived from the name (IPv4 only when
+# the engine has no IPv6).
+ensure_kind_network() {
+  if [[ -n $(docker network ls --filter "name=^${NETWORK:-kind}\$" --format '{{.ID}}') ]]; then return 0; fi
+  local args=(-d=bridge -o com.docker.network.bridge.enable_ip_masquerade=true) mtu out attempt
+  mtu=$(docker network inspect bridge -f '{{ index .Options "com.docker.network.driver.mtu" }}' 2>/dev/null || true)
+  if [[ $mtu =~ ^[0-9]+$ ]] && ((mtu > 0)); then args+=(-o "com.docker.network.driver.mtu=$mtu"); fi
+  for ((attempt = 0; attempt < 5; attempt++)); do
+    if out=$(docker network create "${args[@]}" --ipv6 --subnet "$(ula_subnet "${NETWORK:-kind}" "$attempt")" "${NETWORK:-kind}" 2>&1); then
+      log "created docker network ${NETWORK:-kind} (IPv6 $(ula_subnet "${NETWORK:-kind}" "$attempt"))"
+      return 0
+    fi
+    case $out in
+      *"Cannot read IPv6 setup for bridge"* | *"iptables failed: ip6tables"*)
+        docker network create "${args[@]}" "${NETWORK:-kind}" >/dev/null
+        log "created docker network ${NETWORK:-kind} (IPv4 only: no IPv6 in this engine)"
+        return 0
+        ;;
+      *"Pool overlaps"* | *"networks have overlapping"*) continue ;;
+      *"already exists"*) return 0 ;;
+      *) die "docker network create ${NETWORK:-kind}: $out" ;;
+    esac
+  done
+  die "no free IPv6 subnet for docker network ${NETWORK:-kind}"
+}
+
+# ula_subnet NAME ATTEMPT: kind's generateULASubnetFromName: fc00 followed by bytes 2..7 of
+# sha1(NAME + ATTEMPT as 32-bit little endian), as a /64.
+ula_subnet() {
+  local h
+  h=$({
+    printf '%s' "$1"
+    printf '%b' "\\x$(printf %02x $(($2 & 255)))\\x$(printf %02x $((($2 >> 8) & 255)))\\x00\\x00"
+  } | sha1sum | cut -c5-16)
+  printf 'fc00:%x:%x:%x::/64\n' "0x${h:0:4}" "0x${h:4:4}" "0x${h:8:4}"
+}

@@ -7,6 +7,7 @@ STATIC_BASE=cluster-init-testbed/static-base:latest
 NET_BASE=cluster-init-testbed/debian-iptables:$DEBIAN_SUITE
 HAPROXY_BASE=cluster-init-testbed/debian-haproxy:$DEBIAN_SUITE
 GIT_BASE=cluster-init-testbed/debian-git:$DEBIAN_SUITE
+GIT_SERVER_IMAGE=cluster-init-testbed/git-server:latest
 
 # ---------------------------------------------------------------------------------------
 # Bases.
@@ -231,6 +232,28 @@ images_flannel() {
   printf 'FROM %s\nCOPY rootfs/ /\n' "$STATIC_BASE" >"$ctx/Dockerfile"
   build_image "$1" "$ctx"
   product "$1"
+}
+
+# metrics-server: /metrics-server, user 65534, as its upstream Dockerfile.
+image_metrics_server() {
+  binary_image "registry.k8s.io/metrics-server/metrics-server:$METRICS_SERVER_VERSION" "$STATIC_BASE" 65534 \
+    '["/metrics-server"]' "$METRICS_SERVER_BIN/metrics-server:/metrics-server"
+}
+
+# The git server: the gitserver program on Debian with git (git-http-backend). Not a product
+# image: it runs next to the registry, never in a cluster.
+image_git_server() {
+  local ctx
+  ctx=$(context_dir git-server)
+  put "$GIT_SERVER_BIN/gitserver" "$ctx/gitserver"
+  cat >"$ctx/Dockerfile" <<EOF
+FROM $GIT_BASE
+COPY gitserver /usr/local/bin/gitserver
+VOLUME ["/srv/git"]
+EXPOSE 3000
+ENTRYPOINT ["/sbin/tini", "--", "gitserver"]
+EOF
+  build_image "$GIT_SERVER_IMAGE" "$ctx"
 }
 
 # The registry: filesystem storage on a volume, HTTP on :5000, deletion enabled.
