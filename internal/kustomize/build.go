@@ -101,6 +101,12 @@ func (b *Builder) Build(ctx context.Context, ks *unstructured.Unstructured) ([]*
 	if err != nil {
 		return nil, err
 	}
+	return b.kept(ctx, key, func(ctx context.Context) ([]*unstructured.Unstructured, error) { return b.build(ctx, ks) })
+}
+
+// kept returns the result kept under key, computing it once (in the process, and with a disk
+// cache across processes). The objects are the caller's to change.
+func (b *Builder) kept(ctx context.Context, key string, compute func(context.Context) ([]*unstructured.Unstructured, error)) ([]*unstructured.Unstructured, error) {
 	b.mu.Lock()
 	r, seen := b.cache[key]
 	if !seen {
@@ -109,7 +115,7 @@ func (b *Builder) Build(ctx context.Context, ks *unstructured.Unstructured) ([]*
 	}
 	b.mu.Unlock()
 	if !seen {
-		r.objs, r.err = b.buildOrRead(ctx, key, ks)
+		r.objs, r.err = b.computeOrRead(ctx, key, compute)
 		close(r.done)
 	}
 	select {
@@ -127,6 +133,12 @@ func (b *Builder) Build(ctx context.Context, ks *unstructured.Unstructured) ([]*
 	return out, nil
 }
 
+// Keep computes what depends on the tree only (nothing else), once per process and, with a disk
+// cache, once per tree: name tells results apart.
+func (b *Builder) Keep(ctx context.Context, name string, compute func() ([]*unstructured.Unstructured, error)) ([]*unstructured.Unstructured, error) {
+	return b.kept(ctx, "keep\x00"+name, func(context.Context) ([]*unstructured.Unstructured, error) { return compute() })
+}
+
 // cacheKey is what a build depends on besides the tree: the Kustomization's name, namespace and
 // spec.
 func cacheKey(ks *unstructured.Unstructured) (string, error) {
@@ -139,15 +151,15 @@ func cacheKey(ks *unstructured.Unstructured) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// buildOrRead reads the build from the disk cache, or builds it and keeps it there.
-func (b *Builder) buildOrRead(ctx context.Context, key string, ks *unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+// computeOrRead reads the result from the disk cache, or computes it and keeps it there.
+func (b *Builder) computeOrRead(ctx context.Context, key string, compute func(context.Context) ([]*unstructured.Unstructured, error)) ([]*unstructured.Unstructured, error) {
 	if b.disk == nil {
-		return b.build(ctx, ks)
+		return compute(ctx)
 	}
 	if objs, ok := b.disk.read(key); ok {
 		return objs, nil
 	}
-	objs, err := b.build(ctx, ks)
+	objs, err := compute(ctx)
 	if err == nil {
 		b.disk.write(key, objs)
 	}

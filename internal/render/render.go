@@ -5,8 +5,10 @@
 package render
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	fluxchartutil "github.com/fluxcd/pkg/chartutil"
+	"github.com/fluxcd/pkg/ssa/utils"
 	"github.com/go-logr/logr"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -141,6 +144,32 @@ func (r *Renderer) Build(ctx context.Context, name, path string, substitute map[
 		_ = unstructured.SetNestedMap(ks.Object, map[string]any{"substitute": vars}, "spec", "postBuild")
 	}
 	return r.builds.Build(ctx, ks)
+}
+
+// VendoredObjects are the objects of every vendored upstream manifest
+// (kustomize-components/*/upstream/), enabled or not: their CRDs are what an API server with every
+// component would know. Kept like a unit build.
+func (r *Renderer) VendoredObjects(ctx context.Context) ([]*unstructured.Unstructured, error) {
+	return r.builds.Keep(ctx, "vendored-objects", func() ([]*unstructured.Unstructured, error) {
+		var out []*unstructured.Unstructured
+		root := filepath.Join(r.snapshot, "kustomize-components")
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || filepath.Base(filepath.Dir(path)) != "upstream" || !strings.HasSuffix(path, ".yaml") {
+				return err
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			objs, err := utils.ReadObjects(bytes.NewReader(data))
+			if err != nil {
+				return fmt.Errorf("%s: %w", strings.TrimPrefix(path, r.snapshot+"/"), err)
+			}
+			out = append(out, objs...)
+			return nil
+		})
+		return out, err
+	})
 }
 
 // Layers returns the values layers of a release, lowest precedence first: chart defaults,

@@ -7,10 +7,12 @@ package schemas
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -33,13 +35,30 @@ import (
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 )
 
-// crdVersion is what validating one served version of a CRD needs.
+// crdVersion is what validating one served version of a CRD needs. Its validators are built on
+// first use: a render holds the CRDs of every component but instances of few of them, and the CEL
+// rules of a CRD take long to compile.
 type crdVersion struct {
 	crd        string
 	namespaced bool
+	schema     *apiextensions.JSONSchemaProps
+
+	once       sync.Once
+	err        error
 	structural *structuralschema.Structural
 	validator  validation.SchemaValidator
 	cel        *cel.Validator
+}
+
+func (c *crdVersion) compile() error {
+	c.once.Do(func() {
+		if c.validator, _, c.err = validation.NewSchemaValidator(c.schema); c.err != nil {
+			c.err = fmt.Errorf("CustomResourceDefinition %s: %w", c.crd, c.err)
+			return
+		}
+		c.cel = cel.NewValidator(c.structural, true, celconfig.PerCallLimit)
+	})
+	return c.err
 }
 
 // Validator validates objects against built-in types and the CRDs it was given.
@@ -47,6 +66,9 @@ type Validator struct {
 	scheme  *runtime.Scheme
 	decoder runtime.Decoder
 	crds    map[schema.GroupVersionKind]*crdVersion
+	// seen are the CRDs learnt, by name, with a digest of their spec: the same CRD given again
+	// (every context renders the same components) is not converted again.
+	seen map[string]string
 }
 
 // New returns a validator that knows the built-in types of client-go, CRDs and APIServices.
@@ -61,6 +83,7 @@ func New() (*Validator, error) {
 		scheme:  s,
 		decoder: serializer.NewCodecFactory(s, serializer.EnableStrict).UniversalDeserializer(),
 		crds:    map[schema.GroupVersionKind]*crdVersion{},
+		seen:    map[string]string{},
 	}, nil
 }
 
@@ -70,6 +93,15 @@ func (v *Validator) AddCRDs(objs []*unstructured.Unstructured) error {
 		if o.GetKind() != "CustomResourceDefinition" || !strings.HasPrefix(o.GetAPIVersion(), "apiextensions.k8s.io/") {
 			continue
 		}
+		spec, err := json.Marshal(o.Object["spec"])
+		if err != nil {
+			return fmt.Errorf("CustomResourceDefinition %s: %w", o.GetName(), err)
+		}
+		digest := fmt.Sprintf("%x", sha256.Sum256(spec))
+		if v.seen[o.GetName()] == digest {
+			continue
+		}
+		v.seen[o.GetName()] = digest
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, crd); err != nil {
 			return fmt.Errorf("CustomResourceDefinition %s: %w", o.GetName(), err)
@@ -82,21 +114,17 @@ func (v *Validator) AddCRDs(objs []*unstructured.Unstructured) error {
 			if err := apiextensionsv1.Convert_v1_CustomResourceValidation_To_apiextensions_CustomResourceValidation(ver.Schema, internal, nil); err != nil {
 				return fmt.Errorf("CustomResourceDefinition %s version %s: %w", crd.Name, ver.Name, err)
 			}
+			// An API server refuses a CRD whose schema is not structural: a problem of the render.
 			structural, err := structuralschema.NewStructural(internal.OpenAPIV3Schema)
 			if err != nil {
 				return fmt.Errorf("CustomResourceDefinition %s version %s: schema is not structural: %w", crd.Name, ver.Name, err)
 			}
-			sv, _, err := validation.NewSchemaValidator(internal.OpenAPIV3Schema)
-			if err != nil {
-				return fmt.Errorf("CustomResourceDefinition %s version %s: %w", crd.Name, ver.Name, err)
-			}
 			gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: ver.Name, Kind: crd.Spec.Names.Kind}
 			v.crds[gvk] = &crdVersion{
-				crd:        crd.Name,
+				crd:        crd.Name + " version " + ver.Name,
 				namespaced: crd.Spec.Scope == apiextensionsv1.NamespaceScoped,
+				schema:     internal.OpenAPIV3Schema,
 				structural: structural,
-				validator:  sv,
-				cel:        cel.NewValidator(structural, true, celconfig.PerCallLimit),
 			}
 		}
 	}
@@ -157,6 +185,9 @@ func (v *Validator) validateBuiltin(obj *unstructured.Unstructured) []error {
 }
 
 func (v *Validator) validateCustom(ctx context.Context, obj *unstructured.Unstructured, c *crdVersion) []error {
+	if err := c.compile(); err != nil {
+		return []error{err}
+	}
 	var errs []error
 	if !c.namespaced && obj.GetNamespace() != "" {
 		errs = append(errs, fmt.Errorf("metadata.namespace: %s is cluster-scoped (CRD %s), no namespace allowed", obj.GetKind(), c.crd))

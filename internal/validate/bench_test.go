@@ -30,3 +30,30 @@ func BenchmarkValidate(b *testing.B) {
 		r.Close()
 	}
 }
+
+// BenchmarkValidateWithBuildCache is `bootstrap validate ENV` as the CLI runs it a second time on
+// an unchanged source: unit builds and vendored CRDs read from the disk cache.
+func BenchmarkValidateWithBuildCache(b *testing.B) {
+	root := testenv.Checkout(b)
+	pins, err := versions.Load(root)
+	if err != nil {
+		b.Fatal(err)
+	}
+	env := testenv.Environment(b, root, "kubeadm-capd")
+	cache := b.TempDir()
+	validate1 := func() {
+		r, err := render.New(root, pins["KUBERNETES_VERSION"], cache)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer r.Close()
+		if _, err := validate.Environment(b.Context(), r, render.Options{Env: env}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	validate1()
+	b.ReportAllocs()
+	for b.Loop() {
+		validate1()
+	}
+}

@@ -4,16 +4,11 @@
 package validate
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 
-	"github.com/fluxcd/pkg/ssa/utils"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"cluster-init.dev/cluster-init/internal/environment"
@@ -62,11 +57,11 @@ func Environment(ctx context.Context, r *render.Renderer, base render.Options) (
 	if err != nil {
 		return nil, err
 	}
-	crds, err := VendoredObjects(r.Snapshot())
+	vendored, err := r.VendoredObjects(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := validator.AddCRDs(crds); err != nil {
+	if err := validator.AddCRDs(vendored); err != nil {
 		return nil, fmt.Errorf("vendored CRDs: %w", err)
 	}
 
@@ -118,30 +113,4 @@ func objectName(o *unstructured.Unstructured) string {
 		return fmt.Sprintf("%s %s/%s", o.GetKind(), ns, o.GetName())
 	}
 	return fmt.Sprintf("%s %s", o.GetKind(), o.GetName())
-}
-
-// VendoredObjects reads every vendored upstream manifest (kustomize-components/*/upstream/) of a
-// checkout or a snapshot of its source.
-func VendoredObjects(repoRoot string) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
-	root := filepath.Join(repoRoot, "kustomize-components")
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() || filepath.Base(filepath.Dir(path)) != "upstream" || !strings.HasSuffix(path, ".yaml") {
-			return nil
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		objs, err := utils.ReadObjects(bytes.NewReader(data))
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		out = append(out, objs...)
-		return nil
-	})
-	return out, err
 }

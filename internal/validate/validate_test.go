@@ -53,7 +53,12 @@ func TestEveryEnvironmentIsValidInEveryContext(t *testing.T) {
 // The validator finds real problems: an object the vendored schemas reject fails validation.
 func TestVendoredObjectsPassAndBrokenOnesFail(t *testing.T) {
 	root := testenv.Checkout(t)
-	objs, err := validate.VendoredObjects(root)
+	r, err := render.New(root, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	objs, err := r.VendoredObjects(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
