@@ -30,7 +30,7 @@ type bootstrapFlags struct {
 
 func addBootstrapFlags(cmd *cobra.Command, f *bootstrapFlags) {
 	addKubeconfigFlags(cmd, &f.kubeconfig, &f.context, "bootstrap: use this existing cluster instead of a kind cluster (no pivot); apply: the management cluster")
-	cmd.Flags().StringVar(&f.source, "source", "oci", "what the clusters reconcile from: oci (the checkout, pushed to the registry next to kind) or git (the checkout's commit)")
+	cmd.Flags().StringVar(&f.source, "source", "", "what the clusters reconcile from: git (source.url and source.ref of the values, or the checkout's origin and branch; credentials from the secrets) or oci (the checkout pushed to the registry next to kind, for quick local runs); default: git when the values name a git source.url, else oci")
 	addValuesFlag(cmd, &f.valueFiles)
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 60*time.Minute, "give up after this long")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "", "tty (redraw in place), plain (timestamped lines) or json (default: tty on a terminal, else plain)")

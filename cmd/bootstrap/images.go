@@ -35,7 +35,7 @@ image of CAPD machines.`,
 			defer r.Close()
 			var objs []*unstructured.Unstructured
 			var uses []images.Use
-			for _, t := range validate.Targets(w.env) {
+			for _, t := range validate.Targets() {
 				opts := w.renderOptions(t.Context)
 				opts.Overrides = append(append([]values.Layer{}, w.overrides...), t.Overrides...)
 				res, err := r.Render(cmd.Context(), opts)

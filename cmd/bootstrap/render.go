@@ -44,7 +44,7 @@ unit that applies it. Secret values are redacted unless --show-secrets is given.
 			return render.Write(cmd.OutOrStdout(), objs, showSecrets)
 		},
 	}
-	cmd.Flags().StringVar(&context, "context", "", "bootstrap, management or workload (default: workload for workload-clusters/*, else bootstrap)")
+	cmd.Flags().StringVar(&context, "context", "", "bootstrap, management or workload")
 	cmd.Flags().StringVar(&unit, "unit", "", "only the objects of this unit")
 	addValuesFlag(cmd, &valueFiles)
 	cmd.Flags().BoolVar(&showSecrets, "show-secrets", false, "print Secret values instead of redacting them")

@@ -127,17 +127,9 @@ func (g *globals) open(envName string) (*workspace, error) {
 // rel is how messages show a path of the checkout.
 func (w *workspace) rel(p string) string { return checkout.Relative(w.root, p) }
 
-// defaultContext is the context an environment is first rendered in.
-func (w *workspace) defaultContext() string {
-	if w.env.Workload() {
-		return render.ContextWorkload
-	}
-	return render.ContextBootstrap
-}
-
 func (w *workspace) renderOptions(context string) render.Options {
 	if context == "" {
-		context = w.defaultContext()
+		context = render.ContextBootstrap
 	}
 	return render.Options{Env: w.env, Context: context, Overrides: w.overrides}
 }

@@ -52,6 +52,11 @@ cluster is kept). It reads only the names it needs from the values, and works wh
 				}
 				snap := progress.NewTracker(time.Now()).Update(obs, time.Now())
 				progress.WriteStatus(cmd.OutOrStdout(), fmt.Sprintf("%s, %s cluster (%s)", w.env.Name, c.Name, c.Config.Host), snap)
+				tenants, err := progress.ObserveWorkloadClusters(ctx, c.Client)
+				if err != nil {
+					return fmt.Errorf("read the workload clusters of the %s cluster: %w", c.Name, err)
+				}
+				progress.WriteWorkloadClusters(cmd.OutOrStdout(), tenants)
 			}
 			return nil
 		},

@@ -28,7 +28,7 @@ vendored components. Exits non-zero with every problem, each naming its file and
 				return err
 			}
 			defer r.Close()
-			reports, err := validate.Environment(cmd.Context(), r, w.renderOptions(""))
+			reports, err := validate.Environment(cmd.Context(), r, w.root, w.renderOptions(""))
 			for _, r := range reports {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s: %d units, %d objects valid\n", w.env.Name, r.Target, r.Units, r.Objects)
 			}

@@ -84,7 +84,10 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	)
 	return s.run(ctx, []phase{
 		{"validate", func(ctx context.Context) (err error) {
-			plan, err = validateBootstrap(ctx, s)
+			if src, err = planSource(ctx, s); err != nil {
+				return err
+			}
+			plan, err = validateBootstrap(ctx, s, src)
 			return err
 		}},
 		{"bootstrap cluster", func(ctx context.Context) (err error) {
@@ -95,7 +98,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			return installFlux(ctx, s, bc.cluster)
 		}},
 		{"source", func(ctx context.Context) (err error) {
-			src, err = publishSource(ctx, s, bc, plan.Settings)
+			src, err = publishSource(ctx, s, bc, plan.Settings, src)
 			return err
 		}},
 		{"environment", func(ctx context.Context) error {
@@ -103,7 +106,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 				s.out.Log("the pivot has started: the environment stays as it was applied")
 				return nil
 			}
-			return applyRelease(ctx, s, bc.cluster, plan, src.values)
+			return applyRelease(ctx, s, bc.cluster, plan, src)
 		}},
 		{"units", func(ctx context.Context) error {
 			return followUnits(ctx, s, bc, plan.Settings)
@@ -133,7 +136,10 @@ func Apply(ctx context.Context, opts Options) (*Result, error) {
 	)
 	return s.run(ctx, []phase{
 		{"validate", func(ctx context.Context) (err error) {
-			plan, err = validateManagement(ctx, s)
+			if src, err = planSource(ctx, s); err != nil {
+				return err
+			}
+			plan, err = validateManagement(ctx, s, src)
 			return err
 		}},
 		{"management cluster", func(ctx context.Context) (err error) {
@@ -141,11 +147,11 @@ func Apply(ctx context.Context, opts Options) (*Result, error) {
 			return err
 		}},
 		{"source", func(ctx context.Context) (err error) {
-			src, err = publishSource(ctx, s, mc, plan.Settings)
+			src, err = publishSource(ctx, s, mc, plan.Settings, src)
 			return err
 		}},
 		{"environment", func(ctx context.Context) error {
-			if err := applyRelease(ctx, s, mc.cluster, plan, src.values); err != nil {
+			if err := applyRelease(ctx, s, mc.cluster, plan, src); err != nil {
 				return err
 			}
 			return reconcileRelease(ctx, s, mc.cluster)

@@ -17,20 +17,22 @@ import (
 	"cluster-init.dev/cluster-init/internal/apply"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/readiness"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/units"
 )
 
 // applyRelease applies to the followed cluster what the CLI applies itself: the environment,
-// --values, the source values, and the build of the unit of the release (the cluster-init
-// HelmRelease and its source, which Flux keeps in sync from then on). plan is the validated render
-// of the context; only the release unit is built again, with the source.
-func applyRelease(ctx context.Context, s *session, c *kube.Cluster, plan *render.Result, source map[string]any) error {
+// --values, the source values and the Secrets of a git source, and the build of the unit of the
+// release (the cluster-init HelmRelease and its source, which Flux keeps in sync from then on).
+// plan is the validated render of the context; only the release unit is built again, with the
+// source. A git source must then answer the cluster's source-controller.
+func applyRelease(ctx context.Context, s *session, c *kube.Cluster, plan *render.Result, src *publishedSource) error {
 	release, ok := plan.Graph.ByRole(units.RoleRelease)
 	if !ok {
 		return fmt.Errorf("the environment's %s context has no unit of role %s: nothing would reconcile the release", plan.Graph.Context, units.RoleRelease)
 	}
-	opts := s.renderOptions(plan.Graph.Context, source)
+	opts := s.renderOptions(plan.Graph.Context, src.values)
 	opts.Units = []string{release.Name}
 	res, err := s.renderer.Render(ctx, opts)
 	if err != nil {
@@ -42,12 +44,32 @@ func applyRelease(ctx context.Context, s *session, c *kube.Cluster, plan *render
 			objs = append(objs, o.Object)
 		}
 	}
-	cs, err := apply.New(c).Apply(ctx, objs)
+	secretObjs, err := sourceSecrets(s.opts.Env, src)
+	if err != nil {
+		return err
+	}
+	cs, err := apply.New(c).Apply(ctx, append(objs, secretObjs...))
 	if err != nil {
 		return err
 	}
 	s.logChanges(cs)
-	return nil
+	if src.git == nil {
+		return nil
+	}
+	// Nothing goes on without the repository: say now if the cluster cannot read it.
+	var gitRepos []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "GitRepository" {
+			gitRepos = append(gitRepos, o)
+		}
+	}
+	return readiness.Wait(ctx, c, gitRepos, 3*time.Minute, func(pending []readiness.NotReady) {
+		list := make([]string, len(pending))
+		for i, p := range pending {
+			list[i] = fmt.Sprintf("%s: %s", p.Object, p.Message)
+		}
+		s.out.Waiting("the cluster to read "+src.git.String(), list)
+	})
 }
 
 // reconcileRelease asks the cluster-init HelmRelease to reconcile now rather than at its next

@@ -18,13 +18,13 @@ import (
 
 // validateBootstrap checks the environment in every context before anything is created, and
 // returns its render in the bootstrap context: the plan the other phases follow.
-func validateBootstrap(ctx context.Context, s *session) (*render.Result, error) {
+func validateBootstrap(ctx context.Context, s *session, src *publishedSource) (*render.Result, error) {
 	if s.opts.Kubeconfig == "" {
 		if err := refuseSelfManaged(ctx, s.opts.StateDir, s.opts.Env.Name); err != nil {
 			return nil, err
 		}
 	}
-	reports, err := validate.Environment(ctx, s.renderer, s.renderOptions("", nil))
+	reports, err := validate.Environment(ctx, s.renderer, s.opts.RepoRoot, s.renderOptions("", src.values))
 	if err != nil {
 		return nil, fmt.Errorf("environment %s is invalid, nothing was created:\n%w", s.opts.Env.Name, err)
 	}
@@ -42,8 +42,8 @@ func validateBootstrap(ctx context.Context, s *session) (*render.Result, error) 
 }
 
 // validateManagement checks the environment as its management cluster renders it after the pivot.
-func validateManagement(ctx context.Context, s *session) (*render.Result, error) {
-	res, err := s.renderer.Render(ctx, s.renderOptions(render.ContextManagement, nil))
+func validateManagement(ctx context.Context, s *session, src *publishedSource) (*render.Result, error) {
+	res, err := s.renderer.Render(ctx, s.renderOptions(render.ContextManagement, src.values))
 	if err != nil {
 		return nil, fmt.Errorf("environment %s is invalid, nothing was changed:\n%w", s.opts.Env.Name, err)
 	}

@@ -1,15 +1,16 @@
-// Package copyvalues copies an environment's values, secrets and source (the ConfigMaps
-// cluster-init-values, cluster-init-overrides and cluster-init-source, the Secret
-// cluster-init-secrets) from the bootstrap
-// cluster into the management cluster, for the cluster-init release there. It runs in the
+// Package copyvalues copies an environment's values, secrets and source (names.CopiedConfigMaps
+// and names.CopiedSecrets: the values layers, and with a git source its credentials and the age
+// key) from the bootstrap cluster into the management cluster, for the cluster-init release there. It runs in the
 // management-configs Job, so that secret values never pass through a Flux object.
 package copyvalues
 
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,9 +32,14 @@ func Run(ctx context.Context, from, to *kube.Cluster, namespace string) ([]strin
 		}
 		objs = append(objs, &corev1.ConfigMap{ObjectMeta: copyMeta(cm.ObjectMeta), Data: cm.Data, BinaryData: cm.BinaryData})
 	}
-	for _, name := range names.CopiedSecrets() {
+	required, optional := names.CopiedSecrets()
+	for _, name := range append(required, optional...) {
 		s := &corev1.Secret{}
-		if err := from.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s); err != nil {
+		err := from.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, s)
+		if apierrors.IsNotFound(err) && slices.Contains(optional, name) {
+			continue
+		}
+		if err != nil {
 			return nil, fmt.Errorf("read Secret %s/%s from the %s cluster: %w", namespace, name, from.Name, err)
 		}
 		objs = append(objs, &corev1.Secret{ObjectMeta: copyMeta(s.ObjectMeta), Type: s.Type, Data: s.Data})

@@ -50,9 +50,19 @@ type Environment struct {
 	Key       *secrets.Key
 }
 
-// Workload tells whether the environment describes a workload cluster.
-func (e *Environment) Workload() bool {
-	return strings.HasPrefix(filepath.ToSlash(e.Name), "workload-clusters/")
+// GitCredentials are the credentials of the git source (credentials.git.username and .password of
+// the secrets file), empty when it has none.
+func (e *Environment) GitCredentials() (username, password string) {
+	for _, l := range e.Layers {
+		if !l.Secret {
+			continue
+		}
+		creds, _ := l.Data[CredentialKey].(map[string]any)
+		git, _ := creds["git"].(map[string]any)
+		username, _ = git["username"].(string)
+		password, _ = git["password"].(string)
+	}
+	return username, password
 }
 
 // SecretValues are the leaf values of the environment's secrets: what must never appear in output.

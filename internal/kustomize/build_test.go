@@ -73,7 +73,7 @@ func TestBuildIsTheControllersBuild(t *testing.T) {
 	cases := []struct{ env, context string }{
 		{"kubeadm-capd", render.ContextBootstrap}, {"kubeadm-capd", render.ContextManagement},
 		{"rke2-capo", render.ContextBootstrap}, {"kubeadm-capo", render.ContextBootstrap},
-		{"workload-clusters/kubeadm-capd-workload", render.ContextWorkload},
+		{"kubeadm-capd", render.ContextWorkload},
 	}
 	seen := map[string]bool{}
 	for _, c := range cases {

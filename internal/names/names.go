@@ -22,8 +22,9 @@ const (
 	// StateConfigMap holds the state of a management cluster (self_managed), written by the pivot.
 	StateConfigMap = "cluster-init-state"
 
-	// UnitsConfigMap is the unit graph the chart renders.
-	UnitsConfigMap = "cluster-init-units"
+	// UnitsConfigMap is the unit graph the chart renders for the cluster-init release
+	// (UnitsConfigMapOf for any release).
+	UnitsConfigMap = Release + "-units"
 
 	// PivotRecord is the pivot's record of its steps; PivotKubeconfig is its copy of the
 	// management cluster's kubeconfig (the Cluster API Secret moves with the cluster).
@@ -41,6 +42,11 @@ const (
 
 // Labels and annotations.
 const (
+	// TenantLabel marks the namespaces of the tenants of workload clusters; TenantKustomization
+	// is the Kustomization there that applies the tenant's directory (charts/workload-clusters).
+	TenantLabel         = "cluster-init.dev/tenant"
+	TenantKustomization = "workload-clusters"
+
 	PartOfLabel = "app.kubernetes.io/part-of"
 	PartOf      = "cluster-init"
 	// WatchLabel makes helm-controller upgrade a release when a valuesFrom object changes.
@@ -49,6 +55,9 @@ const (
 	UnitAnnotation   = "cluster-init.dev/unit"
 	OriginAnnotation = "cluster-init.dev/rendered-from"
 )
+
+// UnitsConfigMapOf is the ConfigMap of a release's unit graph.
+func UnitsConfigMapOf(release string) string { return release + "-units" }
 
 // Labels are the labels of an object cluster-init owns; watched ones are values layers of the
 // release.
@@ -66,5 +75,7 @@ func CopiedConfigMaps() []string {
 	return []string{ValuesConfigMap, OverridesConfigMap, SourceConfigMap}
 }
 
-// CopiedSecrets: see CopiedConfigMaps.
-func CopiedSecrets() []string { return []string{SecretsSecret} }
+// CopiedSecrets: see CopiedConfigMaps. The Secrets of a git source exist only with one.
+func CopiedSecrets() (required, optional []string) {
+	return []string{SecretsSecret}, []string{GitAuthSecret, AgeKeySecret}
+}

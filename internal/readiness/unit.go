@@ -90,12 +90,17 @@ type Units struct {
 	Kustomizations map[string]*kustomizev1.Kustomization
 }
 
-// ReadUnits looks at the release in namespace. A cluster without the CRDs or the graph yet is not
-// an error: the graph is nil.
+// ReadUnits looks at the cluster-init release in namespace (ReadRelease for another release).
 func ReadUnits(ctx context.Context, c client.Reader, namespace string) (Units, error) {
+	return ReadRelease(ctx, c, namespace, names.Release)
+}
+
+// ReadRelease looks at a release in namespace. A cluster without the CRDs or the graph yet is not
+// an error: the graph is nil.
+func ReadRelease(ctx context.Context, c client.Reader, namespace, release string) (Units, error) {
 	u := Units{Kustomizations: map[string]*kustomizev1.Kustomization{}}
 	cm := &corev1.ConfigMap{}
-	err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: names.UnitsConfigMap}, cm)
+	err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: names.UnitsConfigMapOf(release)}, cm)
 	switch {
 	case err == nil:
 		if u.Graph, err = units.FromData(cm.Data); err != nil {
@@ -109,8 +114,19 @@ func ReadUnits(ctx context.Context, c client.Reader, namespace string) (Units, e
 	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil && !apimeta.IsNoMatchError(err) {
 		return u, fmt.Errorf("list Kustomizations: %w", err)
 	}
+	// Kustomizations by unit: the graph names each unit's object.
+	byObject := map[string]string{}
+	if u.Graph != nil {
+		for name, unit := range u.Graph.Units {
+			byObject[unit.Object] = name
+		}
+	}
 	for i := range list.Items {
-		u.Kustomizations[list.Items[i].Name] = &list.Items[i]
+		name := list.Items[i].Name
+		if unit, ok := byObject[name]; ok {
+			name = unit
+		}
+		u.Kustomizations[name] = &list.Items[i]
 	}
 	return u, nil
 }

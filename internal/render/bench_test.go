@@ -7,7 +7,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/testenv"
 )
 
-var benchEnvironments = []string{"kubeadm-capd", "rke2-capd", "kubeadm-capo", "rke2-capo", "workload-clusters/kubeadm-capd-workload"}
+var benchEnvironments = []string{"kubeadm-capd", "rke2-capd", "kubeadm-capo", "rke2-capo"}
 
 // BenchmarkRender is what `bootstrap render ENV` costs once the process runs: a new renderer (the
 // snapshot of the source), the values, the umbrella chart, every unit's kustomize build and the
@@ -19,9 +19,6 @@ func BenchmarkRender(b *testing.B) {
 	for _, name := range benchEnvironments {
 		env := testenv.Environment(b, root, name)
 		context := render.ContextBootstrap
-		if env.Workload() {
-			context = render.ContextWorkload
-		}
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			objects := 0

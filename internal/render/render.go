@@ -58,8 +58,25 @@ type Options struct {
 	Overrides []values.Layer
 	// Source, if set, replaces the `source` values (what bootstrap computes for the checkout).
 	Source map[string]any
+	// Platform are values layers between the context's and the environment's: what a workload
+	// cluster shares with its management cluster.
+	Platform []values.Layer
 	// Units, if set, limits the unit builds to these units (the chart's own output is complete).
 	Units []string
+	// Release and Namespace name the umbrella release: cluster-init in its namespace, unless a
+	// workload cluster's release is rendered.
+	Release, Namespace string
+}
+
+func (o Options) release() (name, namespace string) {
+	name, namespace = o.Release, o.Namespace
+	if name == "" {
+		name = names.Release
+	}
+	if namespace == "" {
+		namespace = names.Namespace
+	}
+	return name, namespace
 }
 
 // Object is a rendered object and what produced it.
@@ -195,7 +212,8 @@ func Layers(repoRoot string, opts Options) ([]values.Layer, error) {
 	if err != nil {
 		return nil, err
 	}
-	layers := []values.Layer{defaults, ctxLayer, opts.Env.Layers[0]}
+	layers := append([]values.Layer{defaults, ctxLayer}, opts.Platform...)
+	layers = append(layers, opts.Env.Layers[0])
 	layers = append(layers, opts.Overrides...)
 	layers = append(layers, opts.Env.Layers[1:]...)
 	if opts.Source != nil {
@@ -280,16 +298,18 @@ func (r *Renderer) Render(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	envOrigin := filepath.ToSlash(filepath.Join(environment.Dir, opts.Env.Name))
+	for _, o := range envObjects(opts.Env) {
+		res.Objects = append(res.Objects, Object{Origin: envOrigin, Object: o})
+	}
 	res.Objects = append(res.Objects,
-		Object{Origin: envOrigin, Object: opts.Env.Values.DeepCopy()},
-		Object{Origin: envOrigin, Object: opts.Env.Secrets.DeepCopy()},
 		Object{Origin: "bootstrap (--values)", Object: overridesCM},
 		Object{Origin: "bootstrap (source of the checkout)", Object: srcCM})
 
 	// The umbrella chart gets every layer but its own defaults, as the HelmRelease passes them.
 	userValues := values.Merge(layers[1:]...)
+	release, namespace := opts.release()
 	docs, err := chart.Render(ctx, filepath.Join(r.snapshot, UmbrellaChart),
-		chart.Release{Name: names.Release, Namespace: names.Namespace, KubeVersion: r.kubeVersion}, userValues)
+		chart.Release{Name: release, Namespace: namespace, KubeVersion: r.kubeVersion}, userValues)
 	if err != nil {
 		return nil, explainChartError(err, layers, fallback)
 	}
@@ -298,7 +318,7 @@ func (r *Renderer) Render(ctx context.Context, opts Options) (*Result, error) {
 		chartObjs = append(chartObjs, d.Object)
 		res.Objects = append(res.Objects, Object{Origin: UmbrellaChart, Object: d.Object})
 	}
-	if res.Graph, err = units.Find(chartObjs); err != nil {
+	if res.Graph, err = units.Find(chartObjs, release); err != nil {
 		return nil, err
 	}
 
@@ -319,9 +339,15 @@ func (r *Renderer) Render(ctx context.Context, opts Options) (*Result, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(goruntime.GOMAXPROCS(0))
 	for i, u := range build {
-		ks, ok := kustomizations[u.Name]
+		ks, ok := kustomizations[u.Object]
 		if !ok {
 			return nil, fmt.Errorf("unit %s: the chart rendered no Kustomization for it", u.Name)
+		}
+		if u.Role == units.RoleEnvironment {
+			// The environment's directory is not part of the snapshot: its build is the
+			// environment the CLI loaded (and decrypted), exactly what the unit applies.
+			built[i] = envObjects(opts.Env)
+			continue
 		}
 		g.Go(func() error {
 			objs, err := r.builds.Build(gctx, ks)
@@ -338,10 +364,13 @@ func (r *Renderer) Render(ctx context.Context, opts Options) (*Result, error) {
 
 	// In-cluster, helm-controller reads valuesFrom from the cluster; offline, the objects the
 	// bootstrap command would have applied stand in for it.
-	valuesStore := fake.NewClientBuilder().WithScheme(corev1Scheme()).
-		WithObjects(toTyped(opts.Env.Values), toTyped(opts.Env.Secrets), toTyped(overridesCM), toTyped(srcCM)).Build()
+	stored := []client.Object{toTyped(overridesCM), toTyped(srcCM)}
+	for _, o := range envObjects(opts.Env) {
+		stored = append(stored, toTyped(o))
+	}
+	valuesStore := fake.NewClientBuilder().WithScheme(corev1Scheme()).WithObjects(stored...).Build()
 	for i, u := range build {
-		ksPath, _, _ := unstructured.NestedString(kustomizations[u.Name].Object, "spec", "path")
+		ksPath, _, _ := unstructured.NestedString(kustomizations[u.Object].Object, "spec", "path")
 		origin := strings.TrimPrefix(path.Clean(ksPath), "./")
 		for _, o := range built[i] {
 			res.Objects = append(res.Objects, Object{Unit: u.Name, Origin: origin, Object: o})
@@ -375,6 +404,17 @@ func annotate(o Object) {
 	}
 	ann[names.OriginAnnotation] = o.Origin
 	o.Object.SetAnnotations(ann)
+}
+
+// envObjects are copies of the environment's ConfigMap and Secret (none for a workload cluster).
+func envObjects(env *environment.Environment) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range []*unstructured.Unstructured{env.Values, env.Secrets} {
+		if o != nil {
+			out = append(out, o.DeepCopy())
+		}
+	}
+	return out
 }
 
 // valuesConfigMap holds values for a valuesFrom layer of the cluster-init HelmRelease.
@@ -421,10 +461,10 @@ func renderHelmRelease(ctx context.Context, snap string, obj *unstructured.Unstr
 		return nil, fmt.Errorf("HelmRelease %s: %w", hr.Name, err)
 	}
 	out := make([]Object, 0, len(docs))
+	// The charts of the units name the namespace of every namespaced object (Helm would put one
+	// without it into the release's namespace, which the offline render cannot tell from a
+	// cluster-scoped object).
 	for _, d := range docs {
-		if d.Object.GetNamespace() == "" {
-			d.Object.SetNamespace(hr.GetReleaseNamespace())
-		}
 		out = append(out, Object{Origin: chartPath + " (HelmRelease " + hr.Name + ")", Object: d.Object})
 	}
 	return out, nil

@@ -34,6 +34,10 @@ func expectedEdges(bootstrap, infra, context string, selfManaged bool) []string 
 			edges = append(edges, "cluster -> "+bootstrapUnit, "cluster -> "+infra, "cluster -> capi")
 		}
 		edges = append(edges, "cni -> cluster", "cluster-ready -> cni")
+		if context == render.ContextWorkload {
+			// What goes into every workload cluster besides its CNI.
+			edges = append(edges, "metrics-server -> cni")
+		}
 	}
 	if context == render.ContextBootstrap {
 		edges = append(edges,
@@ -89,11 +93,15 @@ func TestDependsOnFollowTheDocumentedOrder(t *testing.T) {
 		}
 	}
 
-	t.Run("workload-clusters/kubeadm-capd-workload/workload", func(t *testing.T) {
-		env := testenv.Environment(t, root, "workload-clusters/kubeadm-capd-workload")
-		res := renderEnv(t, root, env, render.ContextWorkload)
-		if _, edges := kustomizationEdges(res); !slices.Equal(edges, expectedEdges("kubeadm", "capd", render.ContextWorkload, false)) {
-			t.Errorf("dependsOn edges: got %v", edges)
+	t.Run("kubeadm-capd/workload", func(t *testing.T) {
+		// A workload cluster's release names its objects after itself (the release cluster-init here).
+		res := renderEnv(t, root, testenv.Environment(t, root, "kubeadm-capd"), render.ContextWorkload)
+		_, edges := kustomizationEdges(res)
+		for i := range edges {
+			edges[i] = strings.ReplaceAll(edges[i], "cluster-init-", "")
+		}
+		if want := expectedEdges("kubeadm", "capd", render.ContextWorkload, false); !slices.Equal(edges, want) {
+			t.Errorf("dependsOn edges:\n got  %v\n want %v", edges, want)
 		}
 	})
 }
@@ -160,26 +168,30 @@ func TestWorkloadContextRendersNoManagementComponent(t *testing.T) {
 	root := testenv.Checkout(t)
 	managementOnly := []string{"cert-manager", "capi", "cabpk", "cabpr", "capd", "capo", "orc",
 		"management-flux", "management-configs", "management-cluster-init", "pivot", "cluster-init"}
-	for _, name := range []string{"workload-clusters/kubeadm-capd-workload", "kubeadm-capo"} {
+	for _, name := range []string{"kubeadm-capd", "kubeadm-capo"} {
 		env := testenv.Environment(t, root, name)
 		res := renderEnv(t, root, env, render.ContextWorkload)
-		units, _ := kustomizationEdges(res)
+		units := res.Graph.Order
 		for _, u := range managementOnly {
 			if slices.Contains(units, u) {
 				t.Errorf("%s: workload context renders management unit %s", name, u)
 			}
 		}
-		if !slices.Contains(units, "cluster") || !slices.Contains(units, "cni") {
-			t.Errorf("%s: workload context lacks the cluster definitions or the CNI: %v", name, units)
+		if !slices.Contains(units, "cluster") || !slices.Contains(units, "cni") || !slices.Contains(units, "metrics-server") {
+			t.Errorf("%s: workload context lacks the cluster definitions, the CNI or metrics-server: %v", name, units)
 		}
 		for _, o := range res.Objects {
 			ns := o.Object.GetNamespace()
-			if strings.HasSuffix(ns, "-system") || ns == "cert-manager" || o.Object.GetKind() == "CustomResourceDefinition" {
+			if slices.Contains(managementNamespaces, ns) || o.Object.GetKind() == "CustomResourceDefinition" {
 				t.Errorf("%s: workload context renders %s %s/%s (unit %s)", name, o.Object.GetKind(), ns, o.Object.GetName(), o.Unit)
 			}
 		}
 	}
 }
+
+// managementNamespaces are those of the management cluster's own components.
+var managementNamespaces = []string{"cert-manager", "capi-system", "capi-kubeadm-bootstrap-system", "capi-kubeadm-control-plane-system",
+	"capd-system", "capo-system", "orc-system", "rke2-bootstrap-system", "rke2-control-plane-system", "flux-system"}
 
 // sentinels are secret values that must never be printed.
 var sentinels = []string{"SENTINEL-app-cred-secret-4b1d", "SENTINEL-ca-cert-9f2e"}

@@ -141,38 +141,6 @@ func packageChart(dir string) ([]byte, error) {
 	return os.ReadFile(path)
 }
 
-// Git describes the checkout as a git source: its remote URL (or url when set) at its HEAD
-// commit. The clusters reconcile from the commit, so changes to the source directories that are
-// not committed are refused.
-func Git(ctx context.Context, repoRoot, url string) (map[string]any, error) {
-	git := func(args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, "git", append([]string{"-C", repoRoot}, args...)...)
-		var out, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &stderr
-		if err := cmd.Run(); err != nil {
-			return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-		}
-		return strings.TrimSpace(out.String()), nil
-	}
-	commit, err := git("rev-parse", "HEAD")
-	if err != nil {
-		return nil, fmt.Errorf("--source git: the checkout has no commit: %w", err)
-	}
-	dirty, err := git(append([]string{"status", "--porcelain", "--"}, Dirs...)...)
-	if err != nil {
-		return nil, err
-	}
-	if dirty != "" {
-		return nil, fmt.Errorf("--source git: the clusters reconcile from commit %s, but %s have uncommitted changes:\n%s", commit[:12], strings.Join(Dirs, " and "), dirty)
-	}
-	if url == "" {
-		if url, err = git("remote", "get-url", "origin"); err != nil {
-			return nil, fmt.Errorf("--source git: no source.url in the values and no remote origin: %w", err)
-		}
-	}
-	return map[string]any{"type": "git", "url": url, "ref": map[string]any{"commit": commit}}, nil
-}
-
 // Revision is the checkout's commit, with "-dirty" when the source directories have uncommitted
 // changes; empty outside git.
 func Revision(ctx context.Context, repoRoot string) string {

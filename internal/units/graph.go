@@ -27,6 +27,9 @@ type Unit struct {
 	Chart       string   `json:"chart,omitempty"`
 	Kubeconfig  bool     `json:"kubeconfig"`
 	Timeout     string   `json:"timeout"`
+	// Object is the name of the unit's Flux Kustomization (the unit's name, but for a workload
+	// cluster's release, which prefixes it with the release's).
+	Object string `json:"object"`
 	// Role is what the CLI and the pivot find the unit by (see the Role constants).
 	Role string `json:"role,omitempty"`
 	// SuspendForPivot: the pivot suspends the unit before it moves the definitions.
@@ -45,6 +48,9 @@ const (
 	RoleRelease = "release" // the cluster-init HelmRelease and its source
 	RoleCluster = "cluster" // the cluster definitions
 	RolePivot   = "pivot"   // the pivot Job
+	// RoleEnvironment builds the environment's directory of the source (values and decrypted
+	// secrets): the environment itself, which the CLI loads and decrypts as the unit would.
+	RoleEnvironment = "environment"
 )
 
 // Graph is every unit of a release, enabled or not.
@@ -72,6 +78,9 @@ func FromData(data map[string]string) (*Graph, error) {
 	}
 	for name, u := range raw.Units {
 		u.Name = name
+		if u.Object == "" {
+			u.Object = name
+		}
 	}
 	g := &Graph{Context: data["context"], Units: raw.Units, Order: raw.Order}
 	for _, name := range g.Order {
@@ -88,14 +97,15 @@ func FromData(data map[string]string) (*Graph, error) {
 	return g, nil
 }
 
-// Find locates the graph among rendered objects.
-func Find(objs []*unstructured.Unstructured) (*Graph, error) {
+// Find locates the graph of a release among rendered objects.
+func Find(objs []*unstructured.Unstructured, release string) (*Graph, error) {
+	name := names.UnitsConfigMapOf(release)
 	for _, o := range objs {
-		if o.GetKind() == "ConfigMap" && o.GetName() == names.UnitsConfigMap {
+		if o.GetKind() == "ConfigMap" && o.GetName() == name {
 			return FromConfigMap(o)
 		}
 	}
-	return nil, fmt.Errorf("unit graph: the chart rendered no ConfigMap %s", names.UnitsConfigMap)
+	return nil, fmt.Errorf("unit graph: the chart rendered no ConfigMap %s", name)
 }
 
 // Enabled returns the enabled units in dependency order.

@@ -24,7 +24,7 @@ func BenchmarkValidate(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := validate.Environment(b.Context(), r, render.Options{Env: env}); err != nil {
+		if _, err := validate.Environment(b.Context(), r, root, render.Options{Env: env}); err != nil {
 			b.Fatal(err)
 		}
 		r.Close()
@@ -47,7 +47,7 @@ func BenchmarkValidateWithBuildCache(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer r.Close()
-		if _, err := validate.Environment(b.Context(), r, render.Options{Env: env}); err != nil {
+		if _, err := validate.Environment(b.Context(), r, root, render.Options{Env: env}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -11,10 +11,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"cluster-init.dev/cluster-init/internal/environment"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/schemas"
 	"cluster-init.dev/cluster-init/internal/values"
+	"cluster-init.dev/cluster-init/internal/workloads"
 )
 
 // Target is one way an environment is rendered.
@@ -24,13 +24,10 @@ type Target struct {
 	Overrides []values.Layer
 }
 
-// Targets are the releases an environment becomes: a management cluster's environment runs in
-// the bootstrap cluster, then in the management cluster before and after the pivot; a workload
-// cluster's runs in the workload context.
-func Targets(env *environment.Environment) []Target {
-	if env.Workload() {
-		return []Target{{Name: render.ContextWorkload, Context: render.ContextWorkload}}
-	}
+// Targets are the releases an environment becomes: it runs in the bootstrap cluster, then in the
+// management cluster before and after the pivot (and after the pivot, from git, each workload
+// cluster committed to the repository is a release of its own: see Environment).
+func Targets() []Target {
 	return []Target{
 		{Name: render.ContextBootstrap, Context: render.ContextBootstrap},
 		{Name: "management (before pivot)", Context: render.ContextManagement},
@@ -50,9 +47,10 @@ type Report struct {
 }
 
 // Environment validates an environment in each of its targets, rendered by r; base gives the
-// environment and extra values layers. The error lists every problem.
-func Environment(ctx context.Context, r *render.Renderer, base render.Options) ([]Report, error) {
-	env := base.Env
+// environment, extra values layers and the source. With a git source, the workload clusters
+// committed to the checkout at repoRoot are validated too: each as the admission policy of the
+// management cluster will see it, then as its release. The error lists every problem.
+func Environment(ctx context.Context, r *render.Renderer, repoRoot string, base render.Options) ([]Report, error) {
 	validator, err := schemas.New()
 	if err != nil {
 		return nil, err
@@ -67,7 +65,8 @@ func Environment(ctx context.Context, r *render.Renderer, base render.Options) (
 
 	var reports []Report
 	var problems []string
-	for _, t := range Targets(env) {
+	var afterPivot *render.Result
+	for _, t := range Targets() {
 		opts := base
 		opts.Context = t.Context
 		opts.Overrides = append(append([]values.Layer{}, base.Overrides...), t.Overrides...)
@@ -94,11 +93,54 @@ func Environment(ctx context.Context, r *render.Renderer, base render.Options) (
 			}
 		}
 		reports = append(reports, Report{Target: t.Name, Context: t.Context, Units: len(res.Graph.Order), Objects: len(res.Objects), Result: res})
+		if len(t.Overrides) > 0 {
+			afterPivot = res
+		}
+	}
+	if afterPivot != nil {
+		wl, wlProblems := workloadClusters(ctx, r, repoRoot, afterPivot, validator)
+		reports = append(reports, wl...)
+		problems = append(problems, wlProblems...)
 	}
 	if len(problems) > 0 {
 		return reports, errors.New(strings.Join(problems, "\n"))
 	}
 	return reports, nil
+}
+
+// workloadClusters validates the workload clusters the management cluster will read from the
+// checkout.
+func workloadClusters(ctx context.Context, r *render.Renderer, repoRoot string, management *render.Result, validator *schemas.Validator) ([]Report, []string) {
+	plan, err := workloads.Read(ctx, repoRoot, management)
+	if err != nil {
+		return nil, []string{"workload clusters: " + err.Error()}
+	}
+	var reports []Report
+	var problems []string
+	for _, c := range plan.Clusters {
+		target := "workload cluster " + c.Tenant.Namespace + "/" + c.Name
+		if err := plan.Admit(c); err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", target, err))
+			continue
+		}
+		res, err := plan.Render(ctx, r, repoRoot, c)
+		if err != nil {
+			var ps values.Problems
+			if errors.As(err, &ps) {
+				problems = append(problems, ps.Error())
+			} else {
+				problems = append(problems, fmt.Sprintf("%s (%s): %v", target, c.File, err))
+			}
+			continue
+		}
+		for _, o := range res.Objects {
+			for _, e := range validator.Validate(ctx, o.Object) {
+				problems = append(problems, fmt.Sprintf("%s: %s: %s: %v", target, describe(o), objectName(o.Object), e))
+			}
+		}
+		reports = append(reports, Report{Target: target, Context: render.ContextWorkload, Units: len(res.Graph.Order), Objects: len(res.Objects), Result: res})
+	}
+	return reports, problems
 }
 
 func describe(o render.Object) string {

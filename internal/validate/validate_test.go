@@ -1,11 +1,14 @@
 package validate_test
 
 import (
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"cluster-init.dev/cluster-init/internal/environment"
 	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/source"
 	"cluster-init.dev/cluster-init/internal/testenv"
 	"cluster-init.dev/cluster-init/internal/validate"
 	"cluster-init.dev/cluster-init/internal/versions"
@@ -21,7 +24,7 @@ func TestEveryEnvironmentIsValidInEveryContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"kubeadm-capd", "rke2-capd", "kubeadm-capo", "rke2-capo", "workload-clusters/kubeadm-capd-workload"} {
+	for _, want := range []string{"kubeadm-capd", "rke2-capd", "kubeadm-capo", "rke2-capo"} {
 		if !strings.Contains(strings.Join(envs, " "), want) {
 			t.Errorf("environment %s is missing (found %v)", want, envs)
 		}
@@ -34,12 +37,12 @@ func TestEveryEnvironmentIsValidInEveryContext(t *testing.T) {
 	for _, name := range envs {
 		t.Run(name, func(t *testing.T) {
 			env := testenv.Environment(t, root, name)
-			reports, err := validate.Environment(t.Context(), r, render.Options{Env: env})
+			reports, err := validate.Environment(t.Context(), r, root, render.Options{Env: env})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(reports) != len(validate.Targets(env)) {
-				t.Fatalf("validated %d targets, want %d", len(reports), len(validate.Targets(env)))
+			if len(reports) != len(validate.Targets()) {
+				t.Fatalf("validated %d targets, want %d", len(reports), len(validate.Targets()))
 			}
 			for _, r := range reports {
 				if r.Objects == 0 || r.Units == 0 {
@@ -97,5 +100,38 @@ func TestVendoredObjectsPassAndBrokenOnesFail(t *testing.T) {
 				t.Error("a Provider with a numeric type passes")
 			}
 		}
+	}
+}
+
+// With a git source, validate checks every workload cluster committed to the checkout: a valid one
+// is a target of its own, a wrong value is reported with the file and line of the tenant's values.
+func TestWorkloadClustersOfTheCheckoutAreValidated(t *testing.T) {
+	root := testenv.Checkout(t)
+	r, err := render.New(root, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	repo := t.TempDir()
+	for _, d := range []string{"wl1", "bad-values"} {
+		rel := filepath.Join("clusters/management/workload-clusters", d)
+		if err := source.CopyTree(filepath.Join(root, "internal/workloads/testdata", rel), filepath.Join(repo, rel)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git := map[string]any{"type": "git", "url": "http://git.test/r.git", "ref": map[string]any{"branch": "main"}, "environment": "environment-values/kubeadm-capd"}
+	reports, err := validate.Environment(t.Context(), r, repo, render.Options{Env: testenv.Environment(t, root, "kubeadm-capd"), Source: git})
+	if err == nil || !strings.Contains(err.Error(), "clusters/management/workload-clusters/bad-values/cluster.yaml:10: cluster.workers.replicas") {
+		t.Fatalf("bad workload values: %v", err)
+	}
+	if strings.Count(err.Error(), "\n") > 0 {
+		t.Errorf("more than the one problem:\n%v", err)
+	}
+	var targets []string
+	for _, rep := range reports {
+		targets = append(targets, rep.Target)
+	}
+	if !slices.Contains(targets, "workload cluster workload-clusters/wl1") {
+		t.Errorf("targets %v", targets)
 	}
 }

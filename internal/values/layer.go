@@ -63,6 +63,26 @@ func ParseLayer(file string, content []byte, secret bool) (Layer, error) {
 	return l, nil
 }
 
+// NodeLayer makes a layer of the values under a YAML mapping node of a larger document (the values
+// of a HelmRelease), with the lines of that document.
+func NodeLayer(file string, node *yamlv3.Node, secret bool) (Layer, error) {
+	l := Layer{File: file, Secret: secret, Data: map[string]any{}, lines: map[string]int{}}
+	if node.Kind != yamlv3.MappingNode {
+		return l, fmt.Errorf("%s:%d: expected a map of values, got %s", file, node.Line, nodeKind(node))
+	}
+	if err := indexLines(node, nil, l.lines); err != nil {
+		return l, fmt.Errorf("%s:%w", file, err)
+	}
+	data, err := yamlv3.Marshal(node)
+	if err != nil {
+		return l, fmt.Errorf("%s:%d: %w", file, node.Line, err)
+	}
+	if err := yaml.Unmarshal(data, &l.Data); err != nil {
+		return l, yamlError(file, err, secret)
+	}
+	return l, nil
+}
+
 // FromMap makes a layer of values that come from code (a flag, a computed source).
 func FromMap(file string, data map[string]any) Layer {
 	return Layer{File: file, Data: data, lines: map[string]int{}}

@@ -70,8 +70,9 @@ type RegistryMirrors struct {
 
 // SourceSettings is what the clusters reconcile from (`source`).
 type SourceSettings struct {
-	Type string `json:"type"`
-	URL  string `json:"url"`
+	Type string            `json:"type"`
+	URL  string            `json:"url"`
+	Ref  map[string]string `json:"ref"`
 }
 
 // Decode reads the typed view of merged values. Keys it does not know are left to the chart.

@@ -64,6 +64,7 @@ Output: JSON {"units": {name: {...}}, "order": [enabled unit names, dependencies
         "path" $path
         "chart" $chart
         "kubeconfig" (hasKey $u "kubeconfig")
+        "object" (include "cluster-init.unitObject" (list $root $name))
         "role" ($u.role | default "")
         "suspend_for_pivot" ($u.suspend_for_pivot | default false)
         "timeout" ($u.timeout | default $root.Values.unit_defaults.timeout)) -}}

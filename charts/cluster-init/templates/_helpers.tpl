@@ -132,7 +132,7 @@ Input: (list $source $urlSuffix). OCI artifacts live under <url>/<suffix>.
 {{- $spec := dict "interval" ($source.interval | default "5m") -}}
 {{- if eq $source.type "oci" -}}
   {{- $_ := set $spec "url" (printf "%s/%s" (trimSuffix "/" $source.url) $suffix) -}}
-  {{- $_ := set $spec "ref" $source.ref -}}
+  {{- $_ := set $spec "ref" ($source.ref | default (dict "tag" "latest")) -}}
   {{- if $source.insecure -}}{{- $_ := set $spec "insecure" true -}}{{- end -}}
 {{- else -}}
   {{- $_ := set $spec "url" $source.url -}}
@@ -148,6 +148,25 @@ Input: (list $repoName $chartPath).
 */}}
 {{- define "cluster-init.chartSourceName" -}}
 {{- printf "%s-chart-%s" (index . 0) (base (index . 1)) -}}
+{{- end -}}
+
+{{/*
+cluster-init.unitObject: the name of a unit's Flux object (and of its HelmRelease). A workload
+cluster's release shares its namespace with other workload clusters: its objects are named after
+the release. Input: (list $root $unitName).
+*/}}
+{{- define "cluster-init.unitObject" -}}
+{{- $root := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- if eq $root.Values.context "workload" -}}{{- printf "%s-%s" $root.Release.Name $name -}}{{- else -}}{{- $name -}}{{- end -}}
+{{- end -}}
+
+{{/*
+cluster-init.sourceNamespace: the namespace of the sources (the release's own, unless the values say
+where the platform keeps them: a workload cluster's release reads the management cluster's).
+*/}}
+{{- define "cluster-init.sourceNamespace" -}}
+{{- .Values.source.namespace | default .Release.Namespace -}}
 {{- end -}}
 
 {{/*

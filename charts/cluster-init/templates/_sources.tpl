@@ -7,6 +7,8 @@ HelmRelease unit uses, and the extra repositories. Input: (list $root $graph).
 {{- $graph := index . 1 -}}
 {{- $ns := $root.Release.Namespace -}}
 {{- $charts := dict -}}
+{{- /* Sources kept in another namespace (a workload cluster's release reads the platform's) are not this release's to render. */ -}}
+{{- if eq (include "cluster-init.sourceNamespace" $root) $ns -}}
 {{- range $name := $graph.order -}}
   {{- $g := index $graph.units $name -}}
   {{- if eq $g.kind "helmrelease" -}}
@@ -15,6 +17,7 @@ HelmRelease unit uses, and the extra repositories. Input: (list $root $graph).
       {{- $_ := set $charts (include "cluster-init.chartSourceName" (list $repo.name $g.chart)) (dict "source" $repo.source "chart" $g.chart) -}}
     {{- end -}}
   {{- end -}}
+{{- end -}}
 {{- end -}}
 {{- range $sourceName := keys $charts | sortAlpha }}
 {{- $c := index $charts $sourceName }}

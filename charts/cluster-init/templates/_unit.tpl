@@ -40,7 +40,7 @@ cluster-init.unit: the Kustomization of one enabled unit. Input: (list $root $na
 apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
 metadata:
-  name: {{ $name }}
+  name: {{ $g.object }}
   namespace: {{ $root.Release.Namespace }}
   labels:
     {{- include "cluster-init.labels" $root | nindent 4 }}
@@ -70,9 +70,13 @@ Input: (list $root $name $graphUnit). Output: JSON.
       "wait" true
       "sourceRef" (dict "kind" (include "cluster-init.sourceKind" (list $repo.source $repo.key)) "name" $repo.name)
       "patches" list -}}
+{{- $sourceNamespace := include "cluster-init.sourceNamespace" $root -}}
+{{- if ne $sourceNamespace $root.Release.Namespace -}}
+  {{- $_ := set $spec.sourceRef "namespace" $sourceNamespace -}}
+{{- end -}}
 {{- if $g.depends_on -}}
   {{- $deps := list -}}
-  {{- range $d := $g.depends_on -}}{{- $deps = append $deps (dict "name" $d) -}}{{- end -}}
+  {{- range $d := $g.depends_on -}}{{- $deps = append $deps (dict "name" (include "cluster-init.unitObject" (list $root $d))) -}}{{- end -}}
   {{- $_ := set $spec "dependsOn" $deps -}}
 {{- end -}}
 {{- if $u.kubeconfig -}}
@@ -81,6 +85,11 @@ Input: (list $root $name $graphUnit). Output: JSON.
     {{- fail (printf "units.%s.kubeconfig.secret: expected the name of a kubeconfig Secret" $name) -}}
   {{- end -}}
   {{- $_ := set $spec "kubeConfig" (dict "secretRef" (dict "name" $kc.secret "key" ($kc.key | default "value"))) -}}
+  {{- if eq $root.Values.context "workload" -}}
+    {{- /* A workload cluster goes with its kubeconfig Secret: nothing is left to prune in it, and
+         waiting to reach it would keep the unit from ever being deleted. */ -}}
+    {{- $_ := set $spec "deletionPolicy" "Orphan" -}}
+  {{- end -}}
 {{- end -}}
 {{- toJson $spec -}}
 {{- end -}}
@@ -97,6 +106,8 @@ $graphUnit). Output: JSON {path, targetNamespace, patches, healthCheck}.
 {{- $g := index . 2 -}}
 {{- $u := index $root.Values.units $name -}}
 {{- $ns := $root.Release.Namespace -}}
+{{- $sourceNamespace := include "cluster-init.sourceNamespace" $root -}}
+{{- $object := include "cluster-init.unitObject" (list $root $name) -}}
 {{- $repo := fromJson (include "cluster-init.repo" (list $root $name $u)) -}}
 {{- $hrs := (fromJson (include "cluster-init.tplWalk" (list $root $u.helmrelease_spec))).v -}}
 {{- /* A failed install or upgrade is retried, never remediated by an uninstall: the objects of a
@@ -108,9 +119,9 @@ $graphUnit). Output: JSON {path, targetNamespace, patches, healthCheck}.
       "upgrade" (dict "crds" "CreateReplace" "strategy" $retry) -}}
 {{- $chartSpec := omit $hrs.chart.spec "chart" -}}
 {{- if eq $repo.source.type "oci" -}}
-  {{- $_ := set $hr "chartRef" (dict "kind" "OCIRepository" "name" (include "cluster-init.chartSourceName" (list $repo.name $g.chart)) "namespace" $ns) -}}
+  {{- $_ := set $hr "chartRef" (dict "kind" "OCIRepository" "name" (include "cluster-init.chartSourceName" (list $repo.name $g.chart)) "namespace" $sourceNamespace) -}}
 {{- else -}}
-  {{- $_ := set $hr "chart" (dict "spec" (mergeOverwrite (dict "chart" $g.chart "reconcileStrategy" "Revision" "sourceRef" (dict "kind" "GitRepository" "name" $repo.name "namespace" $ns)) $chartSpec)) -}}
+  {{- $_ := set $hr "chart" (dict "spec" (mergeOverwrite (dict "chart" $g.chart "reconcileStrategy" "Revision" "sourceRef" (dict "kind" "GitRepository" "name" $repo.name "namespace" $sourceNamespace)) $chartSpec)) -}}
 {{- end -}}
 {{- $values := dict -}}
 {{- range $key := $u.helm_values_from | default list -}}
@@ -121,12 +132,12 @@ $graphUnit). Output: JSON {path, targetNamespace, patches, healthCheck}.
 {{- end -}}
 {{- $hr = mergeOverwrite $hr (omit $hrs "chart" "values") -}}
 {{- $_ := set $hr "values" (mergeOverwrite $values ($hrs.values | default dict)) -}}
-{{- $patch := list (dict "op" "replace" "path" "/metadata/name" "value" $name) (dict "op" "replace" "path" "/spec" "value" $hr) -}}
+{{- $patch := list (dict "op" "replace" "path" "/metadata/name" "value" $object) (dict "op" "replace" "path" "/spec" "value" $hr) -}}
 {{- dict
       "path" "./kustomize-components/helmrelease-unit"
       "targetNamespace" $ns
       "patches" (list (dict "target" (dict "group" "helm.toolkit.fluxcd.io" "kind" "HelmRelease" "name" "unit") "patch" (toJson $patch)))
-      "healthCheck" (dict "apiVersion" "helm.toolkit.fluxcd.io/v2" "kind" "HelmRelease" "name" $name "namespace" $ns)
+      "healthCheck" (dict "apiVersion" "helm.toolkit.fluxcd.io/v2" "kind" "HelmRelease" "name" $object "namespace" $ns)
     | toJson -}}
 {{- end -}}
 

@@ -13,6 +13,7 @@ import (
 	"crypto/subtle"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net/http"
 	"net/http/cgi"
@@ -59,7 +60,17 @@ func main() {
 			return
 		}
 		// git-http-backend serves pushes to authenticated users (REMOTE_USER set).
-		h := &cgi.Handler{Path: *backend, Root: "/", Env: []string{
+		// CGI needs the length of a request: a large push comes chunked, and is read whole first.
+		if len(r.TransferEncoding) > 0 {
+			body, size, err := spool(r)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			defer body.Close()
+			r.Body, r.ContentLength, r.TransferEncoding = body, size, nil
+		}
+		h := &cgi.Handler{Path: *backend, Root: "/", Stderr: os.Stderr, Env: []string{
 			"GIT_PROJECT_ROOT=" + *root, "GIT_HTTP_EXPORT_ALL=1", "REMOTE_USER=" + name,
 		}}
 		h.ServeHTTP(w, r)
@@ -68,6 +79,24 @@ func main() {
 	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 30 * time.Second}
 	log.Printf("serving %s on %s", *root, *listen)
 	log.Fatal(srv.ListenAndServe())
+}
+
+// spool reads a request's body into a temporary file, removed when the returned body is closed.
+func spool(r *http.Request) (io.ReadCloser, int64, error) {
+	f, err := os.CreateTemp("", "push-")
+	if err != nil {
+		return nil, 0, err
+	}
+	os.Remove(f.Name()) // gone once closed
+	size, err := io.Copy(f, r.Body)
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("read the request: %w", err)
+	}
+	return f, size, nil
 }
 
 func initRepository(root, name string) error {

@@ -1,0 +1,51 @@
+package names_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/testenv"
+)
+
+// The kustomize components name the same objects as the Go code.
+func TestTheComponentsNameTheSameObjects(t *testing.T) {
+	root := testenv.Checkout(t)
+	read := func(rel string) string {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join(root, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	release := read("kustomize-components/cluster-init/base/helmrelease.yaml")
+	for _, n := range []string{names.ValuesConfigMap, names.OverridesConfigMap, names.SecretsSecret, names.SourceConfigMap, names.StateConfigMap} {
+		if !strings.Contains(release, "name: "+n+"\n") {
+			t.Errorf("the cluster-init HelmRelease does not read %s", n)
+		}
+	}
+	rbac := read("kustomize-components/management-configs/rbac.yaml")
+	required, optional := names.CopiedSecrets()
+	for _, n := range append(append(names.CopiedConfigMaps(), required...), optional...) {
+		if !strings.Contains(rbac, n) {
+			t.Errorf("the management-configs Job may not read %s", n)
+		}
+	}
+	values := read("charts/cluster-init/values.yaml")
+	for _, n := range []string{names.SecretsSecret, names.AgeKeySecret} {
+		if !strings.Contains(values, "name: "+n+"\n") {
+			t.Errorf("the chart's units do not name %s", n)
+		}
+	}
+	tenants := read("charts/workload-clusters/templates/tenants.yaml")
+	if !strings.Contains(tenants, names.TenantLabel+`: "true"`) || !strings.Contains(tenants, "name: "+names.TenantKustomization+"\n") {
+		t.Error("the tenants' namespaces or Kustomizations are named otherwise")
+	}
+	if !strings.Contains(read("charts/cluster-init/templates/release.yaml"), "name: {{ .Release.Name }}-units") ||
+		names.UnitsConfigMapOf(names.Release) != names.UnitsConfigMap {
+		t.Error("the unit graph's ConfigMap is named otherwise")
+	}
+}

@@ -1,0 +1,123 @@
+package progress
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cluster-init.dev/cluster-init/internal/machines"
+	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/readiness"
+)
+
+// Tenant is what a look at a tenant's namespace finds.
+type Tenant struct {
+	Namespace string
+	// Directory is the state of the Kustomization that applies the tenant's directory.
+	Directory string
+	Clusters  []WorkloadCluster
+}
+
+// WorkloadCluster is one workload cluster: its release, its Cluster API cluster and its units.
+type WorkloadCluster struct {
+	Name     string
+	Release  string
+	Machines machines.View
+	Units    readiness.Units
+}
+
+// ObserveWorkloadClusters looks at every tenant of the management cluster.
+func ObserveWorkloadClusters(ctx context.Context, c client.Reader) ([]Tenant, error) {
+	namespaces := &corev1.NamespaceList{}
+	if err := c.List(ctx, namespaces, client.MatchingLabels{names.TenantLabel: "true"}); err != nil {
+		return nil, fmt.Errorf("list the tenants' namespaces: %w", err)
+	}
+	var out []Tenant
+	for _, ns := range namespaces.Items {
+		t := Tenant{Namespace: ns.Name, Directory: "not applied yet"}
+		ks := &kustomizev1.Kustomization{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: names.TenantKustomization}, ks); err == nil {
+			t.Directory = describeCondition(ks.Status.Conditions, ks.Spec.Path)
+		}
+		releases := &helmv2.HelmReleaseList{}
+		if err := c.List(ctx, releases, client.InNamespace(ns.Name)); err != nil && !apimeta.IsNoMatchError(err) {
+			return nil, fmt.Errorf("list the workload clusters of %s: %w", ns.Name, err)
+		}
+		for _, hr := range releases.Items {
+			// A workload cluster is a HelmRelease the tenant's directory applies; the others are
+			// units of a cluster (its definitions).
+			if hr.Labels["kustomize.toolkit.fluxcd.io/name"] != names.TenantKustomization {
+				continue
+			}
+			wc := WorkloadCluster{Name: hr.Name, Release: describeCondition(hr.Status.Conditions, "release")}
+			var err error
+			if wc.Machines, err = machines.Read(ctx, c, ns.Name, hr.Name); err != nil {
+				return nil, err
+			}
+			if wc.Units, err = readiness.ReadRelease(ctx, c, ns.Name, hr.Name); err != nil {
+				return nil, err
+			}
+			t.Clusters = append(t.Clusters, wc)
+		}
+		sort.Slice(t.Clusters, func(i, j int) bool { return t.Clusters[i].Name < t.Clusters[j].Name })
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// WriteWorkloadClusters prints the tenants, their workload clusters, the machines and the units
+// of each.
+func WriteWorkloadClusters(w io.Writer, tenants []Tenant) {
+	if len(tenants) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nworkload clusters:")
+	for _, t := range tenants {
+		fmt.Fprintf(w, "  tenant %s: %s\n", t.Namespace, t.Directory)
+		if len(t.Clusters) == 0 {
+			fmt.Fprintln(w, "    no workload cluster")
+		}
+		for _, c := range t.Clusters {
+			state := "not created yet"
+			if c.Machines.Found {
+				ready := 0
+				for _, m := range c.Machines.Machines {
+					if m.Ready {
+						ready++
+					}
+				}
+				state = fmt.Sprintf("%s, %d/%d machines ready", c.Machines.Phase, ready, c.Machines.Wanted)
+				if c.Machines.Available {
+					state += ", Available"
+				}
+			}
+			fmt.Fprintf(w, "    %s: %s; %s\n", c.Name, state, c.Release)
+			if c.Units.Graph == nil {
+				continue
+			}
+			var units []string
+			for _, u := range c.Units.Graph.Enabled() {
+				s := c.Units.Status(u.Name)
+				text := fmt.Sprintf("%s %s", symbols[s.State], u.Name)
+				if s.State != readiness.Ready && s.Reason != "" {
+					text += " (" + s.Reason + ": " + machines.FirstLine(s.Message) + ")"
+				}
+				units = append(units, text)
+			}
+			fmt.Fprintf(w, "      units: %s\n", strings.Join(units, ", "))
+			if ok, pending := c.Machines.Settled(); !ok && c.Machines.Found {
+				for _, p := range pending {
+					fmt.Fprintf(w, "      %s\n", p)
+				}
+			}
+		}
+	}
+}
