@@ -63,10 +63,14 @@ neither needs to be installed.`,
 				return err
 			}
 			if len(recipients) == 0 {
-				if w.env.Key == nil {
+				key, err := secrets.LoadKey(g.ageKeyFile)
+				if err != nil {
+					return err
+				}
+				if key == nil {
 					return errors.New("--age-recipient: give the public key(s) to encrypt for (or --age-key-file)")
 				}
-				recipients = w.env.Key.Recipients()
+				recipients = key.Recipients()
 			}
 			path := filepath.Join(w.env.Dir, names.SecretsKey)
 			data, err := os.ReadFile(path)

@@ -1,6 +1,7 @@
-// Package cleanup removes what a bootstrap created: the Cluster API cluster (deleted through
-// Cluster API while the bootstrap cluster still runs its controllers, so that machines go away
-// cleanly), the kind bootstrap cluster, and any CAPD machine container left over.
+// Package cleanup removes what a bootstrap created: the workload clusters of its management
+// cluster and the Cluster API cluster (deleted through Cluster API while a cluster still runs its
+// controllers, so that machines go away cleanly), the kind bootstrap cluster, and any CAPD machine
+// container left over.
 package cleanup
 
 import (
@@ -16,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/kindcluster"
@@ -59,12 +61,18 @@ func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string,
 	} else {
 		log("no kind cluster %s", t.Kind)
 	}
+	workloads, err := deleteWorkloadClusters(ctx, t, log)
+	if err != nil {
+		log("could not delete the workload clusters through Cluster API: %v (removing their containers directly)", err)
+	}
 	if !t.CAPD {
 		log("the machines of %s are not containers of this host: delete them from the management cluster", t.Cluster)
 		return nil
 	}
-	if err := removeContainers(ctx, t.Cluster, log); err != nil {
-		return err
+	for _, name := range append(workloads, t.Cluster) {
+		if err := removeContainers(ctx, name, log); err != nil {
+			return err
+		}
 	}
 	if t.ManagementKubeconfig != "" {
 		if err := os.Remove(t.ManagementKubeconfig); err == nil {
@@ -74,6 +82,48 @@ func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string,
 		}
 	}
 	return nil
+}
+
+// deleteWorkloadClusters deletes, through the management cluster's own Cluster API, every other
+// cluster it manages (the workload clusters), and returns their names. Their definitions would
+// come back from git: the management cluster goes right after.
+func deleteWorkloadClusters(ctx context.Context, t Target, log func(string, ...any)) ([]string, error) {
+	if t.ManagementKubeconfig == "" {
+		return nil, nil
+	}
+	if _, err := os.Stat(t.ManagementKubeconfig); err != nil {
+		return nil, nil
+	}
+	m, err := kube.FromFile("management", t.ManagementKubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	list := &clusterv1.ClusterList{}
+	if err := m.Client.List(ctx, list); err != nil {
+		return nil, err
+	}
+	var names []string
+	for i := range list.Items {
+		cl := &list.Items[i]
+		if cl.Namespace == t.Namespace && cl.Name == t.Cluster {
+			continue
+		}
+		names = append(names, cl.Name)
+		log("deleting workload cluster %s/%s (its machines go with it)", cl.Namespace, cl.Name)
+		if err := m.Client.Delete(ctx, cl); client.IgnoreNotFound(err) != nil {
+			return names, err
+		}
+	}
+	err = wait.PollUntilContextCancel(ctx, 3*time.Second, true, func(ctx context.Context) (bool, error) {
+		left := &clusterv1.ClusterList{}
+		if err := m.Client.List(ctx, left); err != nil {
+			return false, nil
+		}
+		return len(left.Items) <= 1, nil
+	})
+	return names, err
 }
 
 // deleteCluster deletes the Cluster API cluster from the bootstrap cluster and waits until its

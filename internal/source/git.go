@@ -87,9 +87,9 @@ func (g GitSource) Remote(ctx context.Context) (string, error) {
 	}
 	refs, err := rem.ListContext(ctx, opts)
 	switch {
-	case errors.Is(err, transport.ErrAuthenticationRequired):
+	case errors.Is(err, transport.ErrAuthenticationRequired) && opts.Auth == nil:
 		return "", fmt.Errorf("%s: authentication required: set credentials.git.username and credentials.git.password in the environment's secrets", g.URL)
-	case errors.Is(err, transport.ErrAuthorizationFailed):
+	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
 		return "", fmt.Errorf("%s: the credentials of credentials.git are refused (user %q)", g.URL, g.Username)
 	case errors.Is(err, transport.ErrRepositoryNotFound):
 		return "", fmt.Errorf("%s: no such repository", g.URL)
@@ -99,16 +99,16 @@ func (g GitSource) Remote(ctx context.Context) (string, error) {
 	if c := g.Ref["commit"]; c != "" {
 		return c, nil
 	}
-	want := plumbing.NewBranchReferenceName(g.Ref["branch"])
+	kind, want := "branch", plumbing.NewBranchReferenceName(g.Ref["branch"])
 	if t := g.Ref["tag"]; t != "" {
-		want = plumbing.NewTagReferenceName(t)
+		kind, want = "tag", plumbing.NewTagReferenceName(t)
 	}
 	for _, r := range refs {
 		if r.Name() == want {
 			return r.Hash().String(), nil
 		}
 	}
-	return "", fmt.Errorf("%s: no %s %s in the repository", g.URL, strings.TrimPrefix(strings.Split(want.String(), "/")[1], "s"), want.Short())
+	return "", fmt.Errorf("%s: no %s %s in the repository", g.URL, kind, want.Short())
 }
 
 // Uncommitted lists the changes of the checkout's working tree under paths that are not committed.

@@ -186,3 +186,13 @@ capi-cluster.workerConfig: the spec of the workers' bootstrap config template (k
   {{- toJson $config -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+capi-cluster.ownedByTheCluster: the annotations of every object but the Cluster. Cluster API owns
+them through the Cluster and deletes them, in order, once the Cluster is deleted: deleting them
+alongside it (an uninstall) would remove the infrastructure cluster before the machines, which
+then could never be deleted. Helm leaves them to Cluster API; an uninstall deletes the Cluster only.
+*/}}
+{{- define "capi-cluster.ownedByTheCluster" -}}
+helm.sh/resource-policy: keep
+{{- end -}}

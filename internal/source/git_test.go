@@ -1,0 +1,102 @@
+package source_test
+
+import (
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"cluster-init.dev/cluster-init/internal/source"
+	"cluster-init.dev/cluster-init/internal/testenv"
+)
+
+// gitServer runs the test bed's git server (git's git-http-backend behind basic authentication)
+// on a free port, with one repository holding branch main.
+func gitServer(t *testing.T) (url, token, commit string) {
+	t.Helper()
+	if _, err := os.Stat("/usr/lib/git-core/git-http-backend"); err != nil {
+		t.Skip("git-http-backend is not installed (Debian package git)")
+	}
+	root := testenv.Checkout(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "gitserver")
+	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(root, "tools/testbed/gitserver")).CombinedOutput(); err != nil {
+		t.Fatalf("build the git server: %v\n%s", err, out)
+	}
+	token = "test-token-7f3a"
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	srv := exec.Command(bin, "-root", filepath.Join(dir, "repos"), "-listen", addr, "-token-file", filepath.Join(dir, "token"), "-init", "r")
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	for i := 0; i < 50; i++ {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	work := filepath.Join(dir, "work")
+	git := func(args ...string) string {
+		out, err := exec.Command("git", append([]string{"-C", work, "-c", "user.name=t", "-c", "user.email=t@t.invalid"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	git("init", "-q", "-b", "main")
+	if err := os.WriteFile(filepath.Join(work, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("add", "f")
+	git("commit", "-q", "-m", "c")
+	url = "http://" + addr + "/r.git"
+	git("push", "-q", "http://cluster-init:"+token+"@"+addr+"/r.git", "HEAD:refs/heads/main")
+	return url, token, git("rev-parse", "HEAD")
+}
+
+// The CLI looks at the git source as source-controller will, and says what is wrong without
+// printing the token.
+func TestGitRemote(t *testing.T) {
+	url, token, commit := gitServer(t)
+	ctx := t.Context()
+	good := source.GitSource{URL: url, Ref: map[string]string{"branch": "main"}, Username: "cluster-init", Password: token}
+	if got, err := good.Remote(ctx); err != nil || got != commit {
+		t.Fatalf("remote: %q %v, want %s", got, err, commit)
+	}
+	for _, c := range []struct {
+		name string
+		g    source.GitSource
+		want string
+	}{
+		{"no credentials", source.GitSource{URL: url, Ref: map[string]string{"branch": "main"}}, "authentication required"},
+		{"wrong token", source.GitSource{URL: url, Ref: map[string]string{"branch": "main"}, Username: "cluster-init", Password: "wrong-secret-token"}, "are refused"},
+		{"no such branch", source.GitSource{URL: url, Ref: map[string]string{"branch": "nope"}, Username: "cluster-init", Password: token}, "no branch nope"},
+		{"no such repository", source.GitSource{URL: strings.Replace(url, "r.git", "other.git", 1), Ref: map[string]string{"branch": "main"}, Username: "cluster-init", Password: token}, ""},
+	} {
+		_, err := c.g.Remote(ctx)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), token) || strings.Contains(err.Error(), "wrong-secret-token") {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+	_, err := source.GitSource{URL: "http://no-such-host.invalid/r.git", Ref: map[string]string{"branch": "main"}}.Remote(ctx)
+	if !errors.Is(err, source.ErrUnreachable) {
+		t.Errorf("unreachable: %v", err)
+	}
+}
