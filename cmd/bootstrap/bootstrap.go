@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -76,7 +75,7 @@ func (g *globals) runFlow(cmd *cobra.Command, envName string, f *bootstrapFlags,
 	}
 	out := cmd.OutOrStdout()
 	isTerminal := false
-	if file, ok := out.(*os.File); ok {
+	if file, ok := g.stdout.(*os.File); ok {
 		isTerminal = term.IsTerminal(int(file.Fd()))
 	}
 	start := time.Now()
@@ -87,6 +86,7 @@ func (g *globals) runFlow(cmd *cobra.Command, envName string, f *bootstrapFlags,
 	res, err := run(cmd.Context(), bootstrap.Options{
 		RepoRoot:      w.root,
 		Env:           w.env,
+		Redactor:      g.redactor,
 		Overrides:     w.overrides,
 		KubeVersion:   w.pins["KUBERNETES_VERSION"],
 		BuildCache:    buildCache(),
@@ -100,15 +100,11 @@ func (g *globals) runFlow(cmd *cobra.Command, envName string, f *bootstrapFlags,
 		KeepBootstrap: f.keep,
 		Out:           printer,
 	})
-	if res != nil && len(res.Phases) > 0 {
-		fmt.Fprintln(out, "\nphases:")
-		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		for _, p := range res.Phases {
-			fmt.Fprintf(tw, "  %s\t%s\n", p.Name, p.End.Sub(p.Start).Round(time.Second))
-		}
-		fmt.Fprintf(tw, "  %s\t%s\n", "total", time.Since(start).Round(time.Second))
-		_ = tw.Flush()
+	var phases []progress.Span
+	if res != nil {
+		phases = res.Phases
 	}
+	printer.Summary(phases, time.Since(start), g.redactor.Error(err))
 	return err
 }
 

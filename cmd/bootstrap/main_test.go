@@ -117,3 +117,24 @@ func TestOfflineCommandsTakeValuesFiles(t *testing.T) {
 		t.Errorf("unchanged values change the checksum: %s, then %s", base, same)
 	}
 }
+
+// A problem every context shares is reported once, naming the contexts, and no target with a
+// problem is called valid.
+func TestValidateReportsAProblemOnceAndNoInvalidTargetAsValid(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "prune.yaml")
+	if err := os.WriteFile(bad, []byte("units:\n  capi:\n    kustomization_spec:\n      prune: \"yes please\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "validate", "kubeadm-capd", "--values", bad)
+	if err == nil {
+		t.Fatalf("a string prune passed:\n%s", out)
+	}
+	if strings.Contains(out, "objects valid") || !strings.Contains(out, "INVALID (1 problems, below)") {
+		t.Errorf("stdout calls an invalid target valid, or does not say it is invalid:\n%s", out)
+	}
+	msg := err.Error()
+	if n := strings.Count(msg, "Kustomization cluster-init/capi: spec.prune"); n != 1 || !strings.Contains(msg, "bootstrap, management (before pivot), management (after pivot): ") {
+		t.Errorf("the problem is reported %d times, or without its contexts:\n%s", n, msg)
+	}
+}

@@ -18,7 +18,8 @@ func newRenderCommand(g *globals) *cobra.Command {
 		Long: `Print every object the environment sends to a cluster: the environment's ConfigMaps and
 Secret, the umbrella chart's output (units as Flux Kustomizations, their sources), the kustomize
 build of every enabled unit and the charts of HelmRelease units. Each object is annotated with the
-unit that applies it. Secret values are redacted unless --show-secrets is given.`,
+unit that applies it. Secret values, and any credential of the environment wherever it appears
+(a proxy URL with a password, say), are redacted unless --show-secrets is given.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w, err := g.openWithValues(args[0], valueFiles)
@@ -41,7 +42,11 @@ unit that applies it. Secret values are redacted unless --show-secrets is given.
 					}
 				}
 			}
-			return render.Write(cmd.OutOrStdout(), objs, showSecrets)
+			out := cmd.OutOrStdout()
+			if showSecrets {
+				out = g.stdout
+			}
+			return render.Write(out, objs, showSecrets)
 		},
 	}
 	cmd.Flags().StringVar(&context, "context", "", "bootstrap, management or workload")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -10,20 +11,26 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/checkout"
 	"cluster-init.dev/cluster-init/internal/environment"
+	"cluster-init.dev/cluster-init/internal/redact"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/secrets"
 	"cluster-init.dev/cluster-init/internal/values"
 	"cluster-init.dev/cluster-init/internal/versions"
 )
 
-// globals are the flags every command shares.
+// globals are the flags every command shares, and what every command's output passes through.
 type globals struct {
 	repo       string
 	ageKeyFile string
+	// redactor hides the secrets of the environment a command opened in all it writes and in
+	// its error; stdout is the command's output before redaction (a terminal, or what
+	// render --show-secrets writes to).
+	redactor *redact.Redactor
+	stdout   io.Writer
 }
 
 func newRootCommand() *cobra.Command {
-	g := &globals{}
+	g := &globals{redactor: redact.New()}
 	flags := &bootstrapFlags{}
 	root := &cobra.Command{
 		Use:   "bootstrap ENV",
@@ -58,7 +65,24 @@ path.`,
 		newCopyValuesCommand(),
 		newPivotCommand(),
 	)
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+		g.stdout = cmd.OutOrStdout()
+		cmd.SetOut(g.redactor.Writer(g.stdout))
+		cmd.SetErr(g.redactor.Writer(cmd.ErrOrStderr()))
+	}
+	redactErrors(root, g.redactor)
 	return root
+}
+
+// redactErrors makes every command return its error with the secrets hidden: errors quote
+// values (a template's output, a path, an object), which may be credentials.
+func redactErrors(c *cobra.Command, r *redact.Redactor) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error { return r.Error(run(cmd, args)) }
+	}
+	for _, sub := range c.Commands() {
+		redactErrors(sub, r)
+	}
 }
 
 // workspace is what a command works on: the checkout, its pins, an environment and the extra
@@ -92,6 +116,7 @@ func (g *globals) openWithValues(envName string, files []string) (*workspace, er
 			return nil, err
 		}
 		w.overrides = append(w.overrides, l)
+		g.redactor.Add(w.env.SecretValues(l)...)
 	}
 	return w, nil
 }
@@ -121,6 +146,7 @@ func (g *globals) open(envName string) (*workspace, error) {
 	if err != nil {
 		return nil, err
 	}
+	g.redactor.Add(env.SecretValues()...)
 	return &workspace{root: root, pins: pins, env: env}, nil
 }
 

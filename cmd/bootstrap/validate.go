@@ -30,7 +30,11 @@ vendored components. Exits non-zero with every problem, each naming its file and
 			defer r.Close()
 			reports, err := validate.Environment(cmd.Context(), r, w.root, w.renderOptions(""))
 			for _, r := range reports {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s: %d units, %d objects valid\n", w.env.Name, r.Target, r.Units, r.Objects)
+				verdict := "valid"
+				if r.Problems > 0 {
+					verdict = fmt.Sprintf("INVALID (%d problems, below)", r.Problems)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s: %d units, %d objects %s\n", w.env.Name, r.Target, r.Units, r.Objects, verdict)
 			}
 			if err != nil {
 				return fmt.Errorf("environment %s is invalid:\n%w", w.env.Name, err)

@@ -48,6 +48,9 @@ func TestApplyIsStagedAndIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(cs.Entries) != len(objs) {
+		t.Fatalf("first apply: %d entries for %d objects", len(cs.Entries), len(objs))
+	}
 	for _, e := range cs.Entries {
 		if e.Action != ssa.CreatedAction {
 			t.Errorf("first apply: %s %s", e.Subject, e.Action)
@@ -64,6 +67,6 @@ func TestApplyIsStagedAndIdempotent(t *testing.T) {
 	}
 
 	if len(cs.Entries) != len(objs) {
-		t.Errorf("%d entries for %d objects", len(cs.Entries), len(objs))
+		t.Errorf("second apply: %d entries for %d objects", len(cs.Entries), len(objs))
 	}
 }

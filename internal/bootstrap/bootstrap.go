@@ -21,6 +21,7 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/environment"
 	"cluster-init.dev/cluster-init/internal/progress"
+	"cluster-init.dev/cluster-init/internal/redact"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/values"
 )
@@ -29,6 +30,9 @@ import (
 type Options struct {
 	RepoRoot string
 	Env      *environment.Environment
+	// Redactor hides the environment's secrets in the diagnostics bundle (the printer writes
+	// through it already).
+	Redactor *redact.Redactor
 	// Overrides are extra values files (--values), after the environment values.
 	Overrides   []values.Layer
 	KubeVersion string

@@ -16,6 +16,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/pivot"
 	"cluster-init.dev/cluster-init/internal/progress"
+	"cluster-init.dev/cluster-init/internal/redact"
 	"cluster-init.dev/cluster-init/internal/units"
 	"cluster-init.dev/cluster-init/internal/values"
 )
@@ -119,7 +120,11 @@ func collectDiagnostics(ctx context.Context, s *session, conclusion string, clus
 	// The run's context may be what expired: collecting gets its own time.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	b := diagnostics.New(s.opts.Env.SecretValues())
+	r := s.opts.Redactor
+	if r == nil {
+		r = redact.New(s.opts.Env.SecretValues(s.opts.Overrides...)...)
+	}
+	b := diagnostics.New(r)
 	b.Add("conclusion.txt", []byte(conclusion+"\n"))
 	for _, c := range clusters {
 		if err := b.AddCluster(ctx, c); err != nil {

@@ -26,32 +26,23 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/redact"
 )
 
 // Bundle is a diagnostics tarball being written.
 type Bundle struct {
-	files   map[string][]byte
-	secrets []string
+	files    map[string][]byte
+	redactor *redact.Redactor
 }
 
-// New starts a bundle; secretValues are replaced wherever they appear.
-func New(secretValues []string) *Bundle {
-	var keep []string
-	for _, s := range secretValues {
-		if len(s) >= 4 { // shorter values would redact ordinary words
-			keep = append(keep, s)
-		}
-	}
-	sort.Slice(keep, func(i, j int) bool { return len(keep[i]) > len(keep[j]) })
-	return &Bundle{files: map[string][]byte{}, secrets: keep}
+// New starts a bundle; what redactor knows is hidden in every file.
+func New(redactor *redact.Redactor) *Bundle {
+	return &Bundle{files: map[string][]byte{}, redactor: redactor}
 }
 
 // Add puts a file into the bundle.
 func (b *Bundle) Add(name string, data []byte) {
-	for _, s := range b.secrets {
-		data = bytes.ReplaceAll(data, []byte(s), []byte("[REDACTED]"))
-	}
-	b.files[name] = data
+	b.files[name] = []byte(b.redactor.String(string(data)))
 }
 
 // coreKinds are the built-in objects worth reading when a bootstrap is stuck.

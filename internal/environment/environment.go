@@ -9,8 +9,10 @@ import (
 	"encoding/base64"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -65,31 +67,47 @@ func (e *Environment) GitCredentials() (username, password string) {
 	return username, password
 }
 
-// SecretValues are the leaf values of the environment's secrets: what must never appear in output.
-func (e *Environment) SecretValues() []string {
+// SecretValues are what must never appear in output: every leaf of the secrets file and of a
+// credentials key in any layer (the environment's, then extra ones such as --values files), and
+// every value of any layer that carries a password in a URL (a proxy as
+// http://user:password@host), whole and the password alone. The age key is added when there is
+// one.
+func (e *Environment) SecretValues(extra ...values.Layer) []string {
 	var out []string
-	var walk func(any)
-	walk = func(v any) {
+	var walk func(v any, secret bool)
+	walk = func(v any, secret bool) {
 		switch t := v.(type) {
 		case map[string]any:
-			for _, x := range t {
-				walk(x)
+			for k, x := range t {
+				walk(x, secret || k == CredentialKey)
 			}
 		case []any:
 			for _, x := range t {
-				walk(x)
+				walk(x, secret)
 			}
 		case string:
-			out = append(out, t)
+			if secret {
+				out = append(out, t)
+			}
+			for _, m := range urlPassword.FindAllStringSubmatch(t, -1) {
+				out = append(out, t, m[1])
+				if p, err := url.PathUnescape(m[1]); err == nil {
+					out = append(out, p)
+				}
+			}
 		}
 	}
-	for _, l := range e.Layers {
-		if l.Secret {
-			walk(l.Data)
-		}
+	for _, l := range append(append([]values.Layer{}, e.Layers...), extra...) {
+		walk(l.Data, l.Secret)
+	}
+	if e.Key != nil {
+		out = append(out, string(e.Key.Data()))
 	}
 	return out
 }
+
+// urlPassword finds the password of a URL's user information (scheme://user:password@host).
+var urlPassword = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:([^/\s@]+)@`)
 
 // Resolve finds an environment by name (a directory of environment-values/) or path.
 func Resolve(repoRoot, nameOrPath string) (name, dir string, err error) {

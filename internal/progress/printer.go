@@ -25,6 +25,8 @@ type Printer interface {
 	Units(s Snapshot)
 	// Close finishes the output (a terminal keeps the last state on screen).
 	Close()
+	// Summary ends a run: how long each phase took, in total, and the error it ended with.
+	Summary(phases []Span, total time.Duration, err error)
 }
 
 // Format selects a printer.
@@ -333,6 +335,52 @@ func (p *jsonPrinter) Units(s Snapshot) {
 	}
 }
 func (p *jsonPrinter) Close() {}
+
+// phaseTime is a phase's duration in a JSON summary.
+type phaseTime struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
+}
+
+// Summary is the last event of the stream: the phases, the total and the error, if any.
+func (p *jsonPrinter) Summary(phases []Span, total time.Duration, err error) {
+	e := struct {
+		Time         time.Time   `json:"time"`
+		Event        string      `json:"event"`
+		Phases       []phaseTime `json:"phases"`
+		TotalSeconds float64     `json:"total_seconds"`
+		Error        string      `json:"error,omitempty"`
+	}{Time: p.now(), Event: "summary", TotalSeconds: total.Round(time.Millisecond).Seconds()}
+	for _, ph := range phases {
+		e.Phases = append(e.Phases, phaseTime{ph.Name, ph.End.Sub(ph.Start).Round(time.Millisecond).Seconds()})
+	}
+	if err != nil {
+		e.Error = err.Error()
+	}
+	_ = p.enc.Encode(e)
+}
+
+// writeSummary prints the phases as a table (the error is the caller's to print).
+func writeSummary(w io.Writer, phases []Span, total time.Duration) {
+	if len(phases) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nphases:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, ph := range phases {
+		fmt.Fprintf(tw, "  %s\t%s\n", ph.Name, ph.End.Sub(ph.Start).Round(time.Second))
+	}
+	fmt.Fprintf(tw, "  %s\t%s\n", "total", total.Round(time.Second))
+	_ = tw.Flush()
+}
+
+func (p *plainPrinter) Summary(phases []Span, total time.Duration, _ error) {
+	writeSummary(p.w, phases, total)
+}
+
+func (p *ttyPrinter) Summary(phases []Span, total time.Duration, _ error) {
+	writeSummary(p.w, phases, total)
+}
 
 // WriteStatus prints a snapshot once: the state of the release, or the unit tree with how long
 // each unit has been in its state.

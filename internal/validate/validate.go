@@ -42,6 +42,8 @@ type Report struct {
 	Context string
 	Units   int
 	Objects int
+	// Problems counts what is wrong in this target (0: valid).
+	Problems int
 	// Result is the target's render.
 	Result *render.Result
 }
@@ -64,7 +66,7 @@ func Environment(ctx context.Context, r *render.Renderer, repoRoot string, base 
 	}
 
 	var reports []Report
-	var problems []string
+	var problems findings
 	var afterPivot *render.Result
 	for _, t := range Targets() {
 		opts := base
@@ -77,70 +79,104 @@ func Environment(ctx context.Context, r *render.Renderer, repoRoot string, base 
 				// Values problems are the same in every target: report them once.
 				return reports, err
 			}
-			problems = append(problems, fmt.Sprintf("%s: %v", t.Name, err))
+			problems.add(t.Name, err.Error())
 			continue
 		}
+		before := problems.count(t.Name)
 		var objs []*unstructured.Unstructured
 		for _, o := range res.Objects {
 			objs = append(objs, o.Object)
 		}
 		if err := validator.AddCRDs(objs); err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", t.Name, err))
+			problems.add(t.Name, err.Error())
 		}
 		for _, o := range res.Objects {
 			for _, e := range validator.Validate(ctx, o.Object) {
-				problems = append(problems, fmt.Sprintf("%s: %s: %s: %v", t.Name, describe(o), objectName(o.Object), e))
+				problems.add(t.Name, fmt.Sprintf("%s: %s: %v", describe(o), objectName(o.Object), e))
 			}
 		}
-		reports = append(reports, Report{Target: t.Name, Context: t.Context, Units: len(res.Graph.Order), Objects: len(res.Objects), Result: res})
+		reports = append(reports, Report{Target: t.Name, Context: t.Context, Units: len(res.Graph.Order), Objects: len(res.Objects), Problems: problems.count(t.Name) - before, Result: res})
 		if len(t.Overrides) > 0 {
 			afterPivot = res
 		}
 	}
 	if afterPivot != nil {
-		wl, wlProblems := workloadClusters(ctx, r, repoRoot, afterPivot, validator)
-		reports = append(reports, wl...)
-		problems = append(problems, wlProblems...)
+		reports = append(reports, workloadClusters(ctx, r, repoRoot, afterPivot, validator, &problems)...)
 	}
-	if len(problems) > 0 {
-		return reports, errors.New(strings.Join(problems, "\n"))
+	return reports, problems.err()
+}
+
+// findings are the problems of all targets. A problem that several targets share (the values
+// are the same in every context, so most are) is reported once, naming them all.
+type findings struct {
+	messages []string
+	targets  map[string][]string
+	byTarget map[string]int
+}
+
+func (f *findings) add(target, message string) {
+	if f.targets == nil {
+		f.targets, f.byTarget = map[string][]string{}, map[string]int{}
 	}
-	return reports, nil
+	if _, ok := f.targets[message]; !ok {
+		f.messages = append(f.messages, message)
+	}
+	f.targets[message] = append(f.targets[message], target)
+	f.byTarget[target]++
+}
+
+func (f *findings) count(target string) int { return f.byTarget[target] }
+
+func (f *findings) err() error {
+	if len(f.messages) == 0 {
+		return nil
+	}
+	lines := make([]string, len(f.messages))
+	for i, m := range f.messages {
+		targets := f.targets[m]
+		if targets[0] == "" {
+			lines[i] = m
+			continue
+		}
+		lines[i] = strings.Join(targets, ", ") + ": " + m
+	}
+	return errors.New(strings.Join(lines, "\n"))
 }
 
 // workloadClusters validates the workload clusters the management cluster will read from the
 // checkout.
-func workloadClusters(ctx context.Context, r *render.Renderer, repoRoot string, management *render.Result, validator *schemas.Validator) ([]Report, []string) {
+func workloadClusters(ctx context.Context, r *render.Renderer, repoRoot string, management *render.Result, validator *schemas.Validator, problems *findings) []Report {
 	plan, err := workloads.Read(ctx, repoRoot, management)
 	if err != nil {
-		return nil, []string{"workload clusters: " + err.Error()}
+		problems.add("workload clusters", err.Error())
+		return nil
 	}
 	var reports []Report
-	var problems []string
 	for _, c := range plan.Clusters {
 		target := "workload cluster " + c.Tenant.Namespace + "/" + c.Name
 		if err := plan.Admit(c); err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", target, err))
+			problems.add(target, err.Error())
 			continue
 		}
 		res, err := plan.Render(ctx, r, repoRoot, c)
 		if err != nil {
 			var ps values.Problems
 			if errors.As(err, &ps) {
-				problems = append(problems, ps.Error())
+				problems.add("", ps.Error()) // names its files itself
 			} else {
-				problems = append(problems, fmt.Sprintf("%s (%s): %v", target, c.File, err))
+				problems.add(target, fmt.Sprintf("(%s) %v", c.File, err))
 			}
 			continue
 		}
+		before := problems.count(target)
 		for _, o := range res.Objects {
 			for _, e := range validator.Validate(ctx, o.Object) {
-				problems = append(problems, fmt.Sprintf("%s: %s: %s: %v", target, describe(o), objectName(o.Object), e))
+				problems.add(target, fmt.Sprintf("%s: %s: %v", describe(o), objectName(o.Object), e))
 			}
 		}
-		reports = append(reports, Report{Target: target, Context: render.ContextWorkload, Units: len(res.Graph.Order), Objects: len(res.Objects), Result: res})
+		reports = append(reports, Report{Target: target, Context: render.ContextWorkload, Units: len(res.Graph.Order), Objects: len(res.Objects), Problems: problems.count(target) - before, Result: res})
 	}
-	return reports, problems
+	return reports
 }
 
 func describe(o render.Object) string {
