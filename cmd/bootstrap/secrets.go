@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"cluster-init.dev/cluster-init/internal/atomicfile"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/secrets"
 )
@@ -85,7 +86,8 @@ neither needs to be installed.`,
 			if err != nil {
 				return err
 			}
-			if err := os.WriteFile(path, enc, 0o600); err != nil {
+			// Replaced whole: a failure never leaves a half-encrypted file.
+			if err := atomicfile.Write(path, enc, 0o600); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: encrypted for %s\n", rel, strings.Join(recipients, ", "))

@@ -3,12 +3,12 @@ package bootstrap
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cluster-init.dev/cluster-init/internal/atomicfile"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/names"
@@ -49,7 +49,7 @@ func finish(ctx context.Context, s *session, bc *bootstrapCluster, v values.Sett
 		return fmt.Errorf("the bootstrap cluster is kept: %w", err)
 	}
 	path := ManagementKubeconfig(s.opts.StateDir, s.opts.Env.Name)
-	if err := writeSecretFile(path, m.Kubeconfig); err != nil {
+	if err := atomicfile.Write(path, m.Kubeconfig, 0o600); err != nil {
 		return err
 	}
 	s.result.Management = path
@@ -70,29 +70,4 @@ func savedManagementCluster(ctx context.Context, c *kube.Cluster) (*kube.Cluster
 		return nil, fmt.Errorf("the management kubeconfig kept by the pivot: %w", err)
 	}
 	return kube.FromKubeconfig("management", s.Data["value"])
-}
-
-// writeSecretFile writes credentials readable by their owner only: a fresh temporary file of mode
-// 0600 next to path, renamed over it, so that no reader ever sees a part of it.
-func writeSecretFile(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

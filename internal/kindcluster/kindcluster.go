@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
 	kindlog "sigs.k8s.io/kind/pkg/log"
 
+	"cluster-init.dev/cluster-init/internal/atomicfile"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/registrymirror"
@@ -89,7 +90,7 @@ func (m *Manager) writeRecord(name string, r record) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(m.dir(name), "record.json"), data, 0o600)
+	return atomicfile.Write(filepath.Join(m.dir(name), "record.json"), data, 0o600)
 }
 
 // Ensure returns a connection to the bootstrap cluster, creating it if needed. created tells
@@ -142,6 +143,13 @@ func (m *Manager) interruptedCreation(cfg Config) bool {
 
 func (m *Manager) create(cfg Config) error {
 	dir := m.dir(cfg.Name)
+	// kind writes the kubeconfig itself: the directory it goes in is its owner's alone.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return err
+	}
 	certs := filepath.Join(dir, "certs.d")
 	if err := os.RemoveAll(certs); err != nil {
 		return err
