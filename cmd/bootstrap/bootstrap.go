@@ -74,12 +74,18 @@ func (g *globals) runFlow(cmd *cobra.Command, envName string, f *bootstrapFlags,
 		return err
 	}
 	out := cmd.OutOrStdout()
-	isTerminal := false
-	if file, ok := g.stdout.(*os.File); ok {
-		isTerminal = term.IsTerminal(int(file.Fd()))
+	var size progress.TerminalSize
+	if file, ok := g.stdout.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
+		size = func() (int, int) {
+			w, h, err := term.GetSize(int(file.Fd()))
+			if err != nil {
+				return 0, 0
+			}
+			return w, h
+		}
 	}
 	start := time.Now()
-	printer, err := progress.New(out, progress.Format(f.output), isTerminal, start)
+	printer, err := progress.New(out, progress.Format(f.output), size, start)
 	if err != nil {
 		return err
 	}

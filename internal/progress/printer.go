@@ -10,6 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/mattn/go-runewidth"
+
 	"cluster-init.dev/cluster-init/internal/readiness"
 )
 
@@ -40,16 +42,25 @@ const (
 	JSON  Format = "json"  // one JSON event per line
 )
 
-// New returns a printer writing to w. isTerminal tells whether w is a terminal (for Auto).
-func New(w io.Writer, format Format, isTerminal bool, start time.Time) (Printer, error) {
+// TerminalSize reports the size of the terminal the output goes to, in columns and rows (0 when
+// unknown). It is asked before each redraw, so that a resized terminal is followed.
+type TerminalSize func() (width, height int)
+
+// New returns a printer writing to w. size is nil when w is not a terminal (Auto prints plain
+// lines then).
+func New(w io.Writer, format Format, size TerminalSize, start time.Time) (Printer, error) {
+	if size == nil {
+		size = func() (int, int) { return 0, 0 }
+	}
+	tty := &ttyPrinter{w: w, start: start, now: time.Now, size: size}
 	switch format {
 	case Auto:
-		if isTerminal {
-			return &ttyPrinter{w: w, start: start, now: time.Now}, nil
+		if _, h := size(); h > 0 {
+			return tty, nil
 		}
 		return &plainPrinter{w: w, start: start, now: time.Now, last: map[string]string{}}, nil
 	case TTY:
-		return &ttyPrinter{w: w, start: start, now: time.Now}, nil
+		return tty, nil
 	case Plain:
 		return &plainPrinter{w: w, start: start, now: time.Now, last: map[string]string{}}, nil
 	case JSON:
@@ -137,25 +148,63 @@ func unitLines(s Snapshot, column func(Unit) string) []string {
 	return out
 }
 
+// ttyPrinter keeps a region (the unit tree, or what a phase waits for) at the bottom of the
+// terminal and redraws it in place: it moves the cursor up by the lines it drew, so every line it
+// draws must take exactly one row. Lines are cut to the width and the region to the height the
+// terminal has at each redraw; the messages above the region scroll and may wrap.
 type ttyPrinter struct {
-	mu     sync.Mutex
-	w      io.Writer
-	start  time.Time
-	now    func() time.Time
-	phase  string
+	mu    sync.Mutex
+	w     io.Writer
+	start time.Time
+	now   func() time.Time
+	size  TerminalSize
+	phase string
+	// region is what to show; drawn is how many rows the last draw took.
 	region []string
+	drawn  int
 }
 
+// Fallbacks when the terminal does not say its size.
+const (
+	defaultWidth  = 80
+	defaultHeight = 24
+)
+
 func (p *ttyPrinter) clear() {
-	if n := len(p.region); n > 0 {
-		fmt.Fprintf(p.w, "\x1b[%dA\x1b[J", n)
+	if p.drawn > 0 {
+		fmt.Fprintf(p.w, "\x1b[%dA\x1b[J", p.drawn)
 	}
+	p.drawn = 0
 }
 
 func (p *ttyPrinter) draw() {
-	for _, l := range p.region {
+	lines := fitTerminal(p.region, p.size)
+	for _, l := range lines {
 		fmt.Fprintln(p.w, l)
 	}
+	p.drawn = len(lines)
+}
+
+// fitTerminal cuts each line to one row less than the width (a line that fills the last column
+// makes some terminals wrap) and keeps the region within the height.
+func fitTerminal(lines []string, size TerminalSize) []string {
+	width, height := size()
+	if width <= 0 {
+		width = defaultWidth
+	}
+	if height <= 0 {
+		height = defaultHeight
+	}
+	maxLines := max(height-1, 2)
+	if len(lines) > maxLines {
+		hidden := len(lines) - maxLines + 1
+		lines = append(lines[:maxLines-1:maxLines-1], fmt.Sprintf("  … %d more lines (a taller terminal shows them)", hidden))
+	}
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = runewidth.Truncate(l, width-1, "…")
+	}
+	return out
 }
 
 func (p *ttyPrinter) print(line string) {
@@ -196,7 +245,7 @@ func (p *ttyPrinter) Units(s Snapshot) {
 func (p *ttyPrinter) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.region = nil // leave the last state on screen
+	p.region, p.drawn = nil, 0 // leave the last state on screen
 }
 
 type plainPrinter struct {
