@@ -17,6 +17,7 @@ package bootstrap
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"cluster-init.dev/cluster-init/internal/environment"
@@ -164,7 +165,13 @@ func Apply(ctx context.Context, opts Options) (*Result, error) {
 			return followUnits(ctx, s, mc, plan.Settings)
 		}},
 		{"machines", func(ctx context.Context) error {
-			return settleMachines(ctx, s, mc.cluster, plan.Settings.Cluster.Name)
+			// The nodes are read from the cluster itself, through the kubeconfig Cluster API
+			// wrote (the management cluster when it is self-managed).
+			nodes, err := clusterOf(ctx, mc.cluster, plan.Settings.Cluster.Name)
+			if err != nil {
+				return fmt.Errorf("connect to cluster %s to read its nodes: %w", plan.Settings.Cluster.Name, err)
+			}
+			return settleMachines(ctx, s, mc.cluster, nodes, plan.Settings.Cluster.Name)
 		}},
 	})
 }

@@ -32,12 +32,16 @@ func connectManagement(s *session) (*bootstrapCluster, error) {
 }
 
 // settleMachines waits until the cluster has the machines its definitions ask for, every one with
-// a ready node.
-func settleMachines(ctx context.Context, s *session, c *kube.Cluster, name string) error {
+// a node whose Ready condition is true, as the cluster's own API says (nodes: the cluster itself
+// when it is self-managed).
+func settleMachines(ctx context.Context, s *session, c, nodes *kube.Cluster, name string) error {
 	const timeout = 30 * time.Minute
 	var last []string
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		v, err := machines.Read(ctx, c.Client, names.Namespace, name)
+		if err == nil {
+			err = v.CheckNodes(ctx, nodes.Client)
+		}
 		if err != nil {
 			last = []string{err.Error()}
 			return false, nil

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -154,6 +155,41 @@ func (v View) Settled() (bool, []string) {
 		pending = append(pending, fmt.Sprintf("%d machines wanted, %d there", v.Wanted, len(v.Machines)))
 	}
 	return len(pending) == 0, pending
+}
+
+// CheckNodes asks the cluster's own API (nodes reads it) for each machine's node and keeps a
+// machine ready only while its node's Ready condition is true: Cluster API's Machine conditions
+// follow the node with a delay, and day 2 must not say "done" while a new worker is not Ready.
+func (v *View) CheckNodes(ctx context.Context, nodes client.Reader) error {
+	for i := range v.Machines {
+		m := &v.Machines[i]
+		if !m.Ready {
+			continue
+		}
+		n := &corev1.Node{}
+		if err := nodes.Get(ctx, client.ObjectKey{Name: m.Node}, n); err != nil {
+			m.Ready = false
+			m.Message = fmt.Sprintf("node %s: %v", m.Node, err)
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("read node %s of machine %s: %w", m.Node, m.Name, err)
+			}
+			continue
+		}
+		ready := false
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				ready = c.Status == corev1.ConditionTrue
+				if !ready {
+					m.Message = fmt.Sprintf("node %s Ready=%s: %s", m.Node, c.Status, FirstLine(c.Message))
+				}
+			}
+		}
+		if !ready && m.Message == "" {
+			m.Message = fmt.Sprintf("node %s has no Ready condition yet", m.Node)
+		}
+		m.Ready = ready
+	}
+	return nil
 }
 
 // ProviderIDs maps every machine to its provider ID.

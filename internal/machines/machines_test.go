@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -120,6 +122,40 @@ func TestTheMachinesOfACluster(t *testing.T) {
 	}
 	if ok, why := v.Settled(); !ok {
 		t.Errorf("not settled: %v", why)
+	}
+
+	// Cluster API calls every machine ready; the cluster's own API has the last word: a node
+	// missing or not Ready keeps its machine pending (the same API server plays both here).
+	node := func(name string, status corev1.ConditionStatus) {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if err := c.Create(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, Reason: "KubeletNotReady", Message: "container runtime network not ready"}}
+		if err := c.Status().Update(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node("wl-cp-0", corev1.ConditionTrue)
+	node("wl-md-0", corev1.ConditionTrue)
+	node("wl-md-1", corev1.ConditionFalse)
+	withNodes := v
+	withNodes.Machines = append([]machines.Machine{}, v.Machines...)
+	if err := withNodes.CheckNodes(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if ok, why := withNodes.Settled(); ok || len(why) != 1 || !strings.Contains(why[0], "node wl-md-1 Ready=False: container runtime network not ready") {
+		t.Errorf("settled %t with a node not Ready: %v", ok, why)
+	}
+	if err := c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "wl-md-0"}}); err != nil {
+		t.Fatal(err)
+	}
+	withNodes.Machines = append([]machines.Machine{}, v.Machines...)
+	if err := withNodes.CheckNodes(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if ok, why := withNodes.Settled(); ok || len(why) != 2 || !strings.Contains(strings.Join(why, ";"), "node wl-md-0: ") {
+		t.Errorf("settled %t with a node missing: %v", ok, why)
 	}
 	if ids := v.ProviderIDs(); len(ids) != 3 || ids["wl-md-1"] != "docker:////wl-md-1" {
 		t.Errorf("provider IDs %v", ids)
