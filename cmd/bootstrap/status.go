@@ -116,10 +116,13 @@ func newCleanupCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cleanup ENV",
 		Short: "Remove what a bootstrap created: the kind cluster and the CAPD containers of the cluster",
-		Long: `Remove what a bootstrap of the environment created: the Cluster API cluster (through Cluster
-API while the kind cluster still runs it), the kind cluster, the CAPD containers of the cluster and
-its management kubeconfig. It reads only the names it needs from the values, and works whatever
-they are.`,
+		Long: `Remove what a bootstrap of the environment created: its workload clusters and the Cluster API
+cluster (through Cluster API while a cluster runs its controllers), the kind cluster (only the one
+marked as this environment's), the CAPD containers of its clusters and its management kubeconfig.
+A container is removed directly only when it is named after a machine or load balancer of the
+environment's clusters, as they define them or as recorded at the bootstrap: another kind or CAPD
+cluster with the same name is left alone, and named. It reads only the names it needs from the
+values, and works whatever they are.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w, err := g.open(args[0])
@@ -142,6 +145,7 @@ they are.`,
 				Cluster:              v.Cluster.Name,
 				CAPD:                 v.Cluster.OnDocker(),
 				ManagementKubeconfig: bootstrap.ManagementKubeconfig(dir, w.env.Name),
+				Record:               bootstrap.ContainersRecord(dir, w.env.Name),
 			}, func(format string, a ...any) { fmt.Fprintf(out, format+"\n", a...) })
 		},
 	}

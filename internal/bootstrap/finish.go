@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/atomicfile"
+	"cluster-init.dev/cluster-init/internal/cleanup"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/names"
@@ -20,6 +21,12 @@ import (
 // once it is self-managed.
 func ManagementKubeconfig(stateDir, env string) string {
 	return filepath.Join(stateDir, "environments", env, "management.kubeconfig")
+}
+
+// ContainersRecord is where the names of the containers of an environment's CAPD clusters are
+// kept, for cleanup (cleanup.RecordContainers).
+func ContainersRecord(stateDir, env string) string {
+	return filepath.Join(stateDir, "environments", env, "containers.json")
 }
 
 // finish checks the pivot from the management side, writes the management kubeconfig and deletes
@@ -53,6 +60,11 @@ func finish(ctx context.Context, s *session, bc *bootstrapCluster, v values.Sett
 		return err
 	}
 	s.result.Management = path
+	if v.Cluster.OnDocker() {
+		if err := cleanup.RecordContainers(ctx, ContainersRecord(s.opts.StateDir, s.opts.Env.Name), m.Client); err != nil {
+			s.out.Log("could not record the containers of %s for cleanup: %v", name, err)
+		}
+	}
 	s.out.Log("management cluster %s is self-managed: %d machines, its Flux reconciles its own units", name, len(view.Machines))
 	s.out.Log("kubeconfig of the management cluster (mode 0600): %s", path)
 	if s.opts.KeepBootstrap {

@@ -5,13 +5,10 @@
 package cleanup
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -35,10 +32,44 @@ type Target struct {
 	// self-managed; removed with the cluster's containers, so that a new bootstrap is not refused
 	// for a cluster that is gone.
 	ManagementKubeconfig string
+	// Record lists the containers of the environment's clusters (RecordContainers): what is
+	// removed directly when the clusters cannot say it any more. Removed at the end.
+	Record string
 }
 
-// Run removes the target, reporting each step.
+// Run removes the target, reporting each step. Containers are removed directly only when they
+// are this environment's: named after a machine or load balancer of its clusters (as the clusters
+// reachable now define them, or as recorded before).
 func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string, ...any)) error {
+	owned, err := readRecord(t.Record)
+	if err != nil {
+		return err
+	}
+	// What the clusters define is recorded before anything is deleted, so that a cleanup
+	// interrupted half-way still knows it the next time.
+	remember := func(c *kube.Cluster) {
+		if !t.CAPD || t.Record == "" {
+			return
+		}
+		more, err := OwnedContainers(ctx, c.Client)
+		if err != nil {
+			log("could not list the machines of the %s cluster: %v", c.Name, err)
+			return
+		}
+		for n := range more {
+			owned[n] = true
+		}
+		if err := mergeRecord(t.Record, more); err != nil {
+			log("could not record the containers: %v", err)
+		}
+	}
+	var management *kube.Cluster
+	if _, err := os.Stat(t.ManagementKubeconfig); t.ManagementKubeconfig != "" && err == nil {
+		if management, err = kube.FromFile("management", t.ManagementKubeconfig); err != nil {
+			return fmt.Errorf("the management kubeconfig %s: %w", t.ManagementKubeconfig, err)
+		}
+		remember(management)
+	}
 	exists, err := m.Exists(t.Kind)
 	if err != nil {
 		return err
@@ -51,6 +82,7 @@ func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string,
 		if err := kindcluster.CheckMarker(ctx, c, t.Environment); err != nil {
 			return fmt.Errorf("kind cluster %s: %w: not deleting it", t.Kind, err)
 		}
+		remember(c)
 		if err := deleteCluster(ctx, c, t, log); err != nil {
 			log("could not delete Cluster %s through Cluster API: %v (removing its containers directly)", t.Cluster, err)
 		}
@@ -61,7 +93,7 @@ func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string,
 	} else {
 		log("no kind cluster %s", t.Kind)
 	}
-	workloads, err := deleteWorkloadClusters(ctx, t, log)
+	workloads, err := deleteWorkloadClusters(ctx, management, t, log)
 	if err != nil {
 		log("could not delete the workload clusters through Cluster API: %v (removing their containers directly)", err)
 	}
@@ -69,16 +101,17 @@ func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string,
 		log("the machines of %s are not containers of this host: delete them from the management cluster", t.Cluster)
 		return nil
 	}
-	for _, name := range append(workloads, t.Cluster) {
-		if err := removeContainers(ctx, name, log); err != nil {
-			return err
-		}
+	if err := removeContainers(ctx, append(workloads, t.Cluster), owned, log); err != nil {
+		return err
 	}
-	if t.ManagementKubeconfig != "" {
-		if err := os.Remove(t.ManagementKubeconfig); err == nil {
-			log("removed the kubeconfig of %s: %s", t.Cluster, t.ManagementKubeconfig)
+	for _, path := range []string{t.ManagementKubeconfig, t.Record} {
+		if path == "" {
+			continue
+		}
+		if err := os.Remove(path); err == nil {
+			log("removed %s", path)
 		} else if !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("remove the kubeconfig of %s: %w", t.Cluster, err)
+			return fmt.Errorf("remove %s: %w", path, err)
 		}
 	}
 	return nil
@@ -87,16 +120,9 @@ func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string,
 // deleteWorkloadClusters deletes, through the management cluster's own Cluster API, every other
 // cluster it manages (the workload clusters), and returns their names. Their definitions would
 // come back from git: the management cluster goes right after.
-func deleteWorkloadClusters(ctx context.Context, t Target, log func(string, ...any)) ([]string, error) {
-	if t.ManagementKubeconfig == "" {
+func deleteWorkloadClusters(ctx context.Context, m *kube.Cluster, t Target, log func(string, ...any)) ([]string, error) {
+	if m == nil {
 		return nil, nil
-	}
-	if _, err := os.Stat(t.ManagementKubeconfig); err != nil {
-		return nil, nil
-	}
-	m, err := kube.FromFile("management", t.ManagementKubeconfig)
-	if err != nil {
-		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
@@ -116,7 +142,7 @@ func deleteWorkloadClusters(ctx context.Context, t Target, log func(string, ...a
 			return names, err
 		}
 	}
-	err = wait.PollUntilContextCancel(ctx, 3*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextCancel(ctx, 3*time.Second, true, func(ctx context.Context) (bool, error) {
 		left := &clusterv1.ClusterList{}
 		if err := m.Client.List(ctx, left); err != nil {
 			return false, nil
@@ -159,25 +185,4 @@ func deleteCluster(ctx context.Context, c *kube.Cluster, t Target, log func(stri
 		case <-time.After(3 * time.Second):
 		}
 	}
-}
-
-// removeContainers removes the containers CAPD made for the cluster (label io.x-k8s.kind.cluster).
-func removeContainers(ctx context.Context, cluster string, log func(string, ...any)) error {
-	out, err := exec.CommandContext(ctx, "docker", "ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster="+cluster).Output()
-	if err != nil {
-		return fmt.Errorf("list the containers of %s: %w", cluster, err)
-	}
-	ids := strings.Fields(string(out))
-	if len(ids) == 0 {
-		log("no container of %s left", cluster)
-		return nil
-	}
-	log("removing %d containers of %s", len(ids), cluster)
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "docker", append([]string{"rm", "-f", "-v"}, ids...)...)
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("remove the containers of %s: %w: %s", cluster, err, stderr.String())
-	}
-	return nil
 }
