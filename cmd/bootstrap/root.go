@@ -107,11 +107,12 @@ func (g *globals) openWithValues(envName string, files []string) (*workspace, er
 		return nil, err
 	}
 	for _, path := range files {
-		data, err := os.ReadFile(path)
+		display := checkout.Relative(w.root, absolute(path))
+		data, err := values.ReadFile(path, display)
 		if err != nil {
 			return nil, fmt.Errorf("--values: %w", err)
 		}
-		l, err := values.ParseLayer(checkout.Relative(w.root, absolute(path)), data, false)
+		l, err := values.ParseLayer(display, data, false)
 		if err != nil {
 			return nil, err
 		}

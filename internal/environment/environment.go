@@ -7,6 +7,7 @@ package environment
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"maps"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/fluxcd/pkg/ssa/utils"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -112,11 +114,18 @@ var urlPassword = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:([^/\s
 // Resolve finds an environment by name (a directory of environment-values/) or path.
 func Resolve(repoRoot, nameOrPath string) (name, dir string, err error) {
 	candidates := []string{filepath.Join(repoRoot, Dir, nameOrPath)}
-	if filepath.IsAbs(nameOrPath) || strings.HasPrefix(nameOrPath, ".") {
-		candidates = append([]string{nameOrPath}, candidates...)
+	if filepath.IsAbs(nameOrPath) || strings.HasPrefix(nameOrPath, ".") || strings.ContainsRune(nameOrPath, filepath.Separator) {
+		// A path as the shell completes it: from the current directory, or from the checkout.
+		candidates = append([]string{nameOrPath, filepath.Join(repoRoot, nameOrPath)}, candidates...)
 	}
 	for _, c := range candidates {
+		if st, err := os.Stat(c); err == nil && !st.IsDir() {
+			c = filepath.Dir(c) // a file of the environment: its directory
+		}
 		if st, err := os.Stat(c); err == nil && st.IsDir() {
+			if workloadCluster(c) {
+				return "", "", fmt.Errorf("%s is a workload cluster (a HelmRelease of the workload-clusters chart), not an environment: commit it under clusters/MANAGEMENT/workload-clusters/NAME/, where `bootstrap validate ENV` of the management environment (with a git source) checks it as the management cluster will", nameOrPath)
+			}
 			abs, err := filepath.Abs(c)
 			if err != nil {
 				return "", "", err
@@ -130,6 +139,28 @@ func Resolve(repoRoot, nameOrPath string) (name, dir string, err error) {
 	}
 	known, _ := List(repoRoot)
 	return "", "", fmt.Errorf("environment %q: no directory %s (environments: %s)", nameOrPath, filepath.Join(Dir, nameOrPath), strings.Join(known, ", "))
+}
+
+// workloadCluster tells whether dir holds a workload cluster's definition rather than an
+// environment: YAML files of HelmReleases, no kustomization with the environment's generators.
+func workloadCluster(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, konfig.DefaultKustomizationFileName())); err == nil {
+		return false
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var head struct {
+			Kind string `json:"kind"`
+		}
+		if yaml.Unmarshal(data, &head) == nil && head.Kind == "HelmRelease" {
+			return true
+		}
+	}
+	return false
 }
 
 // List returns the environments of the repository (directories with a kustomization.yaml).
@@ -159,6 +190,22 @@ func Load(name, dir string, display func(string) string, key *secrets.Key) (*Env
 	if _, err := os.Stat(kfile); err != nil {
 		return nil, fmt.Errorf("%s: missing: an environment is a kustomization with a configMapGenerator %s (file %s) and a secretGenerator %s (file %s)",
 			display(kfile), names.ValuesConfigMap, names.ValuesKey, names.SecretsSecret, names.SecretsKey)
+	}
+	// The generators' files are checked before kustomize reads them: a file too large for a
+	// ConfigMap, or one kustomize would turn into binaryData, is named as itself.
+	for _, rel := range generatorFiles(kfile) {
+		path := rel
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(dir, rel)
+		}
+		if _, err := values.ReadFile(path, display(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		if data, err := os.ReadFile(path); err == nil && !utf8.Valid(data) {
+			if _, err := values.ParseLayer(display(path), data, false); err != nil {
+				return nil, err
+			}
+		}
 	}
 	// Files of a generator may live outside the environment (shared values), as Flux allows.
 	opts := krusty.MakeDefaultOptions()

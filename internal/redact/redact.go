@@ -90,7 +90,8 @@ func forms(s string) []string {
 	out = append(out, base64.StdEncoding.EncodeToString([]byte(s)), base64.RawStdEncoding.EncodeToString([]byte(s)))
 	if strings.Contains(s, "\n") {
 		for _, line := range strings.Split(s, "\n") {
-			if line = strings.TrimSpace(line); line != "" {
+			// A line that is only a key ("clouds:") holds nothing secret.
+			if line = strings.TrimSpace(line); line != "" && !strings.HasSuffix(line, ":") {
 				out = append(out, line)
 				if k, v, ok := strings.Cut(line, ": "); ok {
 					// The value of a "key: value" line is what a reformatted copy (JSON, flow

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -268,6 +269,9 @@ func ReleaseValues(repoRoot string, opts Options) (*Values, error) {
 	if err != nil {
 		return nil, err
 	}
+	if problems := values.Check(layers, merged, settings, fallback); len(problems) > 0 {
+		return nil, problems
+	}
 	return &Values{Layers: layers, Merged: merged, Settings: settings}, nil
 }
 
@@ -321,6 +325,9 @@ func (r *Renderer) Render(ctx context.Context, opts Options) (*Result, error) {
 	if res.Graph, err = units.Find(chartObjs, release); err != nil {
 		return nil, err
 	}
+	if problems := disabledDependencies(res.Graph, layers); len(problems) > 0 {
+		return nil, problems
+	}
 
 	kustomizations := map[string]*unstructured.Unstructured{}
 	for _, o := range chartObjs {
@@ -352,7 +359,7 @@ func (r *Renderer) Render(ctx context.Context, opts Options) (*Result, error) {
 		g.Go(func() error {
 			objs, err := r.builds.Build(gctx, ks)
 			if err != nil {
-				return fmt.Errorf("unit %s: %w", u.Name, err)
+				return UnitProblem(layers, u.Name, "kustomization_spec", fmt.Errorf("unit %s: %w", u.Name, err))
 			}
 			built[i] = objs
 			return nil
@@ -531,6 +538,45 @@ func explainChartError(err error, layers []values.Layer, fallback values.Origin)
 		}
 	}
 	return values.Problems{{Origin: values.Locate(layers, values.ParseKey(key), fallback), Key: key, Message: msg}}
+}
+
+// UnitProblem points an error found in what a unit renders at the values key the user set for
+// that unit, deepest first (units.NAME.SPEC.FIELD..., then units.NAME.SPEC, then units.NAME), so
+// that the message names the file and line to fix. Without such a key (the chart's own unit) the
+// error is returned as it is.
+func UnitProblem(layers []values.Layer, unit, spec string, err error, field ...string) error {
+	path := append([]string{"units", unit, spec}, field...)
+	for n := len(path); n >= 2; n-- {
+		if origin, set := values.Set(layers, path[:n]); set && !strings.HasPrefix(origin.File, "charts/") {
+			return values.Problems{{Origin: origin, Key: values.Key(path[:n]), Message: err.Error()}}
+		}
+	}
+	return err
+}
+
+// disabledDependencies finds the units a values file disabled although enabled units depend on
+// them. The chart drops a dependency on a disabled unit, which is what lets a unit depend on
+// every provider it may run with; a unit the user disabled on purpose is another matter: what
+// needs it would run without it.
+func disabledDependencies(g *units.Graph, layers []values.Layer) values.Problems {
+	needed := map[string][]string{}
+	for _, name := range g.Order {
+		for _, dep := range g.Units[name].Dropped {
+			needed[dep] = append(needed[dep], name)
+		}
+	}
+	var problems values.Problems
+	for _, dep := range slices.Sorted(maps.Keys(needed)) {
+		path := []string{"units", dep, "enabled"}
+		origin, set := values.Set(layers, path)
+		if !set || strings.HasPrefix(origin.File, "charts/") {
+			continue
+		}
+		problems = append(problems, values.Problem{Origin: origin, Key: values.Key(path),
+			Message: fmt.Sprintf("disabled, but %s depends on it: expected it enabled, %s disabled too, or, if what it installs comes another way, units.%s.depends_on.%s: false",
+				strings.Join(needed[dep], ", "), strings.Join(needed[dep], ", "), needed[dep][0], dep)})
+	}
+	return problems
 }
 
 // Render renders one release with a renderer of its own (and no build cache).

@@ -109,8 +109,20 @@ func TestDependsOnFollowTheDocumentedOrder(t *testing.T) {
 func TestDisablingAProviderRemovesItsUnitAndEveryEdgeToIt(t *testing.T) {
 	root := testenv.Checkout(t)
 	env := testenv.Environment(t, root, "kubeadm-capd")
+	// Disabled alone, it is refused: the cluster needs it.
+	disabled := values.FromMap("(test)", map[string]any{"units": map[string]any{"capd": map[string]any{"enabled": false}}})
+	r, err := render.New(root, "v1.37.0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.Render(t.Context(), render.Options{Env: env, Context: render.ContextBootstrap, Overrides: []values.Layer{disabled}}); err == nil || !strings.Contains(err.Error(), "units.capd.enabled: disabled, but cluster depends on it") {
+		t.Errorf("disabling a unit the cluster needs: %v", err)
+	}
+	// Provided another way: the dependency is given up explicitly.
 	res := renderEnv(t, root, env, render.ContextBootstrap,
-		values.FromMap("(test)", map[string]any{"units": map[string]any{"capd": map[string]any{"enabled": false}}}))
+		values.FromMap("(test)", map[string]any{"units": map[string]any{"capd": map[string]any{"enabled": false},
+			"cluster": map[string]any{"depends_on": map[string]any{"capd": false}}}}))
 
 	units, edges := kustomizationEdges(res)
 	if slices.Contains(units, "capd") {
@@ -133,8 +145,8 @@ func TestDisablingAProviderRemovesItsUnitAndEveryEdgeToIt(t *testing.T) {
 	if capd.Enabled || capd.Reason != "enabled: false" {
 		t.Errorf("capd state: enabled %t, reason %q", capd.Enabled, capd.Reason)
 	}
-	if cluster := res.Graph.Units["cluster"]; !slices.Contains(cluster.Dropped, "capd") {
-		t.Errorf("cluster should list capd among its dropped dependencies: %v", cluster.Dropped)
+	if cluster := res.Graph.Units["cluster"]; slices.Contains(cluster.DependsOn, "capd") {
+		t.Errorf("cluster still depends on capd: %v", cluster.DependsOn)
 	}
 
 	// Switching provider does the same through the units' enabled templates.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/schemas"
@@ -92,7 +93,7 @@ func Environment(ctx context.Context, r *render.Renderer, repoRoot string, base 
 		}
 		for _, o := range res.Objects {
 			for _, e := range validator.Validate(ctx, o.Object) {
-				problems.add(t.Name, fmt.Sprintf("%s: %s: %v", describe(o), objectName(o.Object), e))
+				problems.add(t.Name, fmt.Sprintf("%s%s: %s: %v", valuesOrigin(res, o, e), describe(o), objectName(o.Object), e))
 			}
 		}
 		reports = append(reports, Report{Target: t.Name, Context: t.Context, Units: len(res.Graph.Order), Objects: len(res.Objects), Problems: problems.count(t.Name) - before, Result: res})
@@ -104,6 +105,35 @@ func Environment(ctx context.Context, r *render.Renderer, repoRoot string, base 
 		reports = append(reports, workloadClusters(ctx, r, repoRoot, afterPivot, validator, &problems)...)
 	}
 	return reports, problems.err()
+}
+
+// valuesOrigin names the values file, line and key a problem of a unit's Flux object comes from
+// ("env/values.yaml:12: units.capi.kustomization_spec.prune: "), when the user set that key:
+// the chart copies units.NAME.kustomization_spec (helmrelease_spec) into the unit's object.
+func valuesOrigin(res *render.Result, o render.Object, e error) string {
+	var fe *field.Error
+	if o.Origin != render.UmbrellaChart || !errors.As(e, &fe) {
+		return ""
+	}
+	spec := map[string]string{"Kustomization": "kustomization_spec", "HelmRelease": "helmrelease_spec"}[o.Object.GetKind()]
+	name, ok := strings.CutPrefix(fe.Field, "spec.")
+	if spec == "" || !ok {
+		return ""
+	}
+	unit := ""
+	for _, u := range res.Graph.Units {
+		if u.Object == o.Object.GetName() {
+			unit = u.Name
+		}
+	}
+	if unit == "" {
+		return ""
+	}
+	var ps values.Problems
+	if err := render.UnitProblem(res.Layers, unit, spec, e, strings.Split(name, ".")...); errors.As(err, &ps) {
+		return fmt.Sprintf("%s: %s: ", ps[0].Origin, ps[0].Key)
+	}
+	return ""
 }
 
 // findings are the problems of all targets. A problem that several targets share (the values

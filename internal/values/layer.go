@@ -5,10 +5,15 @@
 package values
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	fluxchartutil "github.com/fluxcd/pkg/chartutil"
 	yamlv3 "go.yaml.in/yaml/v3"
@@ -32,17 +37,41 @@ type Layer struct {
 // yamlLine extracts the line of a yaml.v3 error ("yaml: line 3: ...").
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
+// MaxFileSize bounds a values or secrets file: they are stored in a ConfigMap or a Secret, of at
+// most 1 MiB with everything else in it.
+const MaxFileSize = 512 << 10
+
+// maxExpandedNodes bounds what a file's YAML aliases expand to: a few lines of anchors and
+// aliases can stand for billions of values.
+const maxExpandedNodes = 100_000
+
 // ParseLayer reads a values file. Errors name the file and line, and never quote the content of a
 // secret file.
 func ParseLayer(file string, content []byte, secret bool) (Layer, error) {
 	l := Layer{File: file, Secret: secret, Data: map[string]any{}, lines: map[string]int{}}
+	if len(content) > MaxFileSize {
+		return l, fmt.Errorf("%s: %d bytes: expected a values file of at most %d KiB (it is stored in a ConfigMap or Secret, at most 1 MiB)", file, len(content), MaxFileSize>>10)
+	}
+	if line, col, ok := invalidUTF8(content); ok {
+		return l, fmt.Errorf("%s:%d: column %d: not UTF-8 text: expected a YAML file in UTF-8", file, line, col)
+	}
 
+	dec := yamlv3.NewDecoder(bytes.NewReader(content))
 	var doc yamlv3.Node
-	if err := yamlv3.Unmarshal(content, &doc); err != nil {
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return l, nil // empty file: no values
+		}
+		return l, yamlError(file, err, secret)
+	}
+	var next yamlv3.Node
+	if err := dec.Decode(&next); err == nil {
+		return l, fmt.Errorf("%s:%d: a second YAML document: expected one document of values (a second one would be ignored)", file, next.Line)
+	} else if !errors.Is(err, io.EOF) {
 		return l, yamlError(file, err, secret)
 	}
 	if len(doc.Content) == 0 {
-		return l, nil // empty file: no values
+		return l, nil
 	}
 	root := doc.Content[0]
 	if root.Kind != yamlv3.MappingNode {
@@ -50,6 +79,9 @@ func ParseLayer(file string, content []byte, secret bool) (Layer, error) {
 			return l, nil
 		}
 		return l, fmt.Errorf("%s:%d: expected a map of values at the top level, got %s", file, root.Line, nodeKind(root))
+	}
+	if n := expandedSize(root, map[*yamlv3.Node]int{}); n > maxExpandedNodes {
+		return l, fmt.Errorf("%s: its YAML aliases (*name) expand to more than %d values: expected plain values", file, maxExpandedNodes)
 	}
 	if err := indexLines(root, nil, l.lines); err != nil {
 		return l, fmt.Errorf("%s:%w", file, err)
@@ -61,6 +93,66 @@ func ParseLayer(file string, content []byte, secret bool) (Layer, error) {
 		l.Data = map[string]any{}
 	}
 	return l, nil
+}
+
+// expandedSize counts the nodes n stands for once its aliases are expanded, remembering what
+// each node expands to so that counting stays linear in the file.
+func expandedSize(n *yamlv3.Node, seen map[*yamlv3.Node]int) int {
+	if v, ok := seen[n]; ok {
+		return v
+	}
+	seen[n] = maxExpandedNodes + 1 // an alias cycle counts as too much
+	size := 1
+	if n.Kind == yamlv3.AliasNode && n.Alias != nil {
+		size = expandedSize(n.Alias, seen)
+	}
+	for _, c := range n.Content {
+		size += expandedSize(c, seen)
+		if size > maxExpandedNodes {
+			break
+		}
+	}
+	seen[n] = size
+	return size
+}
+
+// invalidUTF8 finds the first byte that is not UTF-8, by line and column.
+func invalidUTF8(content []byte) (line, col int, found bool) {
+	if utf8.Valid(content) {
+		return 0, 0, false
+	}
+	line, col = 1, 1
+	for len(content) > 0 {
+		r, size := utf8.DecodeRune(content)
+		if r == utf8.RuneError && size <= 1 {
+			return line, col, true
+		}
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+		content = content[size:]
+	}
+	return line, col, true
+}
+
+// ReadFile reads a values file given on the command line, refusing one larger than MaxFileSize
+// without reading more (a device such as /dev/zero never ends).
+func ReadFile(path, display string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", display, err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("%s: larger than %d KiB: expected a values file (it is stored in a ConfigMap, at most 1 MiB)", display, MaxFileSize>>10)
+	}
+	return data, nil
 }
 
 // NodeLayer makes a layer of the values under a YAML mapping node of a larger document (the values
