@@ -66,6 +66,20 @@ func TestKilledRunContinuesWithoutDuplicates(t *testing.T) {
 	if n := len(strings.Fields(docker(t, "ps", "-q", "--filter", "label=io.x-k8s.kind.cluster=management"))); n != 3 {
 		t.Errorf("%d containers of the management cluster, want 3 (load balancer, control plane, worker)", n)
 	}
+
+	// A kind cluster of the same name labels its nodes as CAPD labels the machines: cleanup
+	// leaves it alone, and says so.
+	foreign := docker(t, "create", "--name", "management-control-plane", "--label", "io.x-k8s.kind.cluster=management",
+		"--label", "io.x-k8s.kind.role=control-plane", "cluster-init/bootstrap:v0.1.0")
+	defer docker(t, "rm", "-f", foreign)
+	out := bootstrap(t, context.Background(), nil, "cleanup", env)
+	if out.err != nil || !strings.Contains(out.output.String(), "leaving container management-control-plane alone") {
+		t.Errorf("cleanup with a foreign container of the same name: %v", out.err)
+	}
+	left := strings.Fields(docker(t, "ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster=management"))
+	if len(left) != 1 || !strings.HasPrefix(foreign, left[0]) {
+		t.Errorf("after cleanup, containers labelled management: %v, want only the foreign one %s", left, foreign)
+	}
 }
 
 // A unit that can never become ready is named in the conclusion once its timeout is spent, and
