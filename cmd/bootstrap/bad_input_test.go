@@ -116,7 +116,6 @@ func TestBadInputIsRefusedBeforeAnythingIsCreated(t *testing.T) {
 
 // Bad environments (not --values) are refused the same way, naming their own files.
 func TestBadEnvironmentFilesAreNamed(t *testing.T) {
-	src := filepath.Join("..", "..", "environment-values", "kubeadm-capo")
 	cases := []struct {
 		name, file, content string
 		want                []string
@@ -128,25 +127,15 @@ func TestBadEnvironmentFilesAreNamed(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "env")
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			for _, name := range []string{"kustomization.yaml", "values.yaml", "secrets.yaml"} {
-				data, err := os.ReadFile(filepath.Join(src, name))
-				if err != nil {
-					t.Fatal(err)
-				}
+			dir := copyEnvironment(t, "kubeadm-capo", func(file string, data []byte) []byte {
 				switch {
-				case name == c.file && c.content != "":
-					data = []byte(c.content)
-				case name == "values.yaml" && c.content == "":
-					data = []byte(strings.Replace(string(data), "cloud_name: openstack", "cloud_name: elsewhere", 1))
+				case file == c.file && c.content != "":
+					return []byte(c.content)
+				case file == "values.yaml" && c.content == "":
+					return []byte(strings.Replace(string(data), "cloud_name: openstack", "cloud_name: elsewhere", 1))
 				}
-				if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
+				return data
+			})
 			_, err := run(t, "validate", dir)
 			if err == nil {
 				t.Fatal("accepted")

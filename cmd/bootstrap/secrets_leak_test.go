@@ -20,33 +20,42 @@ const (
 	plantedProxy = "hunter2proxy"
 )
 
-// plantedEnvironment is environment-values/kubeadm-capo with the planted secrets in its secrets
-// file.
-func plantedEnvironment(t *testing.T) string {
+// copyEnvironment copies environment-values/NAME into a temporary directory, each file passed
+// through edit, and returns the copy's path.
+func copyEnvironment(t *testing.T, name string, edit func(file string, data []byte) []byte) string {
 	t.Helper()
-	src := filepath.Join(testenv.Checkout(t), "environment-values", "kubeadm-capo")
-	dir := filepath.Join(t.TempDir(), "planted")
+	src := filepath.Join(testenv.Checkout(t), "environment-values", name)
+	dir := filepath.Join(t.TempDir(), name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"kustomization.yaml", "values.yaml", "secrets.yaml"} {
-		data, err := os.ReadFile(filepath.Join(src, name))
+	for _, file := range []string{"kustomization.yaml", "values.yaml", "secrets.yaml"} {
+		data, err := os.ReadFile(filepath.Join(src, file))
 		if err != nil {
 			t.Fatal(err)
 		}
-		text := string(data)
-		if name == "secrets.yaml" {
-			text = strings.Replace(text, "application_credential_secret: FILL-IN", "application_credential_secret: "+plantedLong, 1)
-			text = strings.Replace(text, "application_credential_id: FILL-IN", "application_credential_id: "+plantedShort, 1)
-			if !strings.Contains(text, plantedLong) || !strings.Contains(text, plantedShort) {
-				t.Fatalf("the secrets were not planted in %s", name)
-			}
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, file), edit(file, data), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return dir
+}
+
+// plantedEnvironment is environment-values/kubeadm-capo with the planted secrets in its secrets
+// file.
+func plantedEnvironment(t *testing.T) string {
+	t.Helper()
+	return copyEnvironment(t, "kubeadm-capo", func(file string, data []byte) []byte {
+		if file != "secrets.yaml" {
+			return data
+		}
+		text := strings.Replace(string(data), "application_credential_secret: FILL-IN", "application_credential_secret: "+plantedLong, 1)
+		text = strings.Replace(text, "application_credential_id: FILL-IN", "application_credential_id: "+plantedShort, 1)
+		if !strings.Contains(text, plantedLong) || !strings.Contains(text, plantedShort) {
+			t.Fatalf("the secrets were not planted in %s", file)
+		}
+		return []byte(text)
+	})
 }
 
 func writeFile(t *testing.T, dir, name, content string) string {
