@@ -3,10 +3,12 @@ package bootstrap
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/fluxcd/pkg/apis/meta"
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -32,24 +34,38 @@ func applyRelease(ctx context.Context, s *session, c *kube.Cluster, plan *render
 	if !ok {
 		return fmt.Errorf("the environment's %s context has no unit of role %s: nothing would reconcile the release", plan.Graph.Context, units.RoleRelease)
 	}
+	// The Secrets go first: what the cluster says of them once applied is a value of the release.
+	secretObjs, err := sourceSecrets(s.opts.Env, src)
+	if err != nil {
+		return err
+	}
+	secretObjs = append([]*unstructured.Unstructured{s.opts.Env.Secrets.DeepCopy()}, secretObjs...)
+	applier := apply.New(c)
+	cs, err := applier.Apply(ctx, secretObjs)
+	if err != nil {
+		return err
+	}
+	s.logChanges(cs)
+	revision, err := secretsRevision(ctx, c, secretObjs)
+	if err != nil {
+		return err
+	}
+
 	opts := s.renderOptions(plan.Graph.Context, src.values)
 	opts.Units = []string{release.Name}
+	opts.SecretsRevision = revision
 	res, err := s.renderer.Render(ctx, opts)
 	if err != nil {
 		return err
 	}
 	var objs []*unstructured.Unstructured
 	for _, o := range res.Objects {
-		if o.Unit == "" && o.Origin != render.UmbrellaChart || o.Unit == release.Name {
+		applied := o.Object.GetKind() == "Secret" && o.Object.GetName() == names.SecretsSecret
+		if (o.Unit == "" && o.Origin != render.UmbrellaChart || o.Unit == release.Name) && !applied {
 			objs = append(objs, o.Object)
 		}
 	}
-	secretObjs, err := sourceSecrets(s.opts.Env, src)
-	if err != nil {
-		return err
-	}
-	cs, err := apply.New(c).Apply(ctx, append(objs, secretObjs...))
-	if err != nil {
+	if cs, err = applier.Apply(ctx, objs); err != nil {
 		return err
 	}
 	s.logChanges(cs)
@@ -70,6 +86,20 @@ func applyRelease(ctx context.Context, s *session, c *kube.Cluster, plan *render
 		}
 		s.out.Waiting("the cluster to read "+src.git.String(), list)
 	})
+}
+
+// secretsRevision reads back the resource versions of the applied Secrets: they change when, and
+// only when, a Secret's content does (a server-side apply that changes nothing writes nothing).
+func secretsRevision(ctx context.Context, c *kube.Cluster, secrets []*unstructured.Unstructured) (string, error) {
+	var parts []string
+	for _, o := range secrets {
+		sec := &corev1.Secret{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: o.GetName()}, sec); err != nil {
+			return "", fmt.Errorf("read back Secret %s: %w", o.GetName(), err)
+		}
+		parts = append(parts, sec.Name+"="+sec.ResourceVersion)
+	}
+	return strings.Join(parts, ","), nil
 }
 
 // reconcileRelease asks the cluster-init HelmRelease to reconcile now rather than at its next

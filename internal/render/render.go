@@ -59,6 +59,10 @@ type Options struct {
 	Overrides []values.Layer
 	// Source, if set, replaces the `source` values (what bootstrap computes for the checkout).
 	Source map[string]any
+	// SecretsRevision is what bootstrap read back of the Secrets it applied (their resource
+	// versions): a value of the release, so that a change of credentials alone changes what the
+	// management-configs Job carries and the copy runs again, with nothing derived from a secret.
+	SecretsRevision string
 	// Platform are values layers between the context's and the environment's: what a workload
 	// cluster shares with its management cluster.
 	Platform []values.Layer
@@ -217,10 +221,23 @@ func Layers(repoRoot string, opts Options) ([]values.Layer, error) {
 	layers = append(layers, opts.Env.Layers[0])
 	layers = append(layers, opts.Overrides...)
 	layers = append(layers, opts.Env.Layers[1:]...)
-	if opts.Source != nil {
-		layers = append(layers, values.FromMap("(source of bootstrap)", map[string]any{"source": opts.Source}))
+	if v := bootstrapValues(opts); len(v) > 0 {
+		layers = append(layers, values.FromMap("(source of bootstrap)", v))
 	}
 	return layers, nil
+}
+
+// bootstrapValues are the values bootstrap decides for a run: the source of the checkout and the
+// revision of the secrets it applied.
+func bootstrapValues(opts Options) map[string]any {
+	v := map[string]any{}
+	if opts.Source != nil {
+		v["source"] = opts.Source
+	}
+	if opts.SecretsRevision != "" {
+		v["secrets_revision"] = opts.SecretsRevision
+	}
+	return v
 }
 
 // SelfManaged is the values layer of a management cluster after the pivot: what the pivot records
@@ -289,10 +306,7 @@ func (r *Renderer) Render(ctx context.Context, opts Options) (*Result, error) {
 	// source values, each a valuesFrom layer of the cluster-init HelmRelease.
 	// Only what the bootstrap command decided: the context's and environment's source settings
 	// (intervals, ...) stay theirs.
-	srcValues := map[string]any{}
-	if opts.Source != nil {
-		srcValues["source"] = opts.Source
-	}
+	srcValues := bootstrapValues(opts)
 	srcCM, err := valuesConfigMap(names.SourceConfigMap, srcValues)
 	if err != nil {
 		return nil, err

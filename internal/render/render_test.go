@@ -12,6 +12,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/testenv"
 	"cluster-init.dev/cluster-init/internal/values"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // expectedEdges is the documented order (charts/cluster-init/README.md) of the units of a management cluster
@@ -319,5 +320,39 @@ func TestOverridesReachTheClusterAsAConfigMap(t *testing.T) {
 	secret := values.FromMap("secret.yaml", map[string]any{"credentials": map[string]any{"git": map[string]any{"password": "x"}}})
 	if _, err := render.Render(t.Context(), root, "", render.Options{Env: env, Context: render.ContextBootstrap, Overrides: []values.Layer{secret}}); err == nil || !strings.Contains(err.Error(), "not in --values") {
 		t.Errorf("credentials in --values: %v", err)
+	}
+}
+
+// A change of credentials alone reaches the management cluster: the revision of the Secrets
+// bootstrap applied is part of what the management-configs Job carries, so the copy runs again.
+func TestSecretsRevisionChangesTheCopyJob(t *testing.T) {
+	root := testenv.Checkout(t)
+	env := testenv.Environment(t, root, "kubeadm-capd")
+	r, err := render.New(root, "v1.37.0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	checksum := func(revision string) string {
+		t.Helper()
+		res, err := r.Render(t.Context(), render.Options{Env: env, Context: render.ContextBootstrap, SecretsRevision: revision, Units: []string{"management-configs"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range res.Objects {
+			if o.Object.GetKind() == "Job" {
+				sum, _, _ := unstructured.NestedString(o.Object.Object, "spec", "template", "metadata", "annotations", "cluster-init.dev/values-checksum")
+				if sum == "" {
+					t.Fatal("the Job carries no checksum")
+				}
+				return sum
+			}
+		}
+		t.Fatal("no Job in management-configs")
+		return ""
+	}
+	a, b, again := checksum("cluster-init-secrets=100"), checksum("cluster-init-secrets=101"), checksum("cluster-init-secrets=100")
+	if a == b || a != again {
+		t.Errorf("checksums %s, %s, %s: want a change with the revision and none without", a, b, again)
 	}
 }
