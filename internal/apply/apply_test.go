@@ -8,6 +8,7 @@ import (
 	"github.com/fluxcd/pkg/ssa/utils"
 
 	"cluster-init.dev/cluster-init/internal/apply"
+	"cluster-init.dev/cluster-init/internal/redact"
 	"cluster-init.dev/cluster-init/internal/testenv"
 )
 
@@ -68,5 +69,33 @@ func TestApplyIsStagedAndIdempotent(t *testing.T) {
 
 	if len(cs.Entries) != len(objs) {
 		t.Errorf("second apply: %d entries for %d objects", len(cs.Entries), len(objs))
+	}
+}
+
+// An API server's refusal quotes the value it refused: a credential that reached a field it
+// does not fit shows in the apply error, and the CLI's redactor (which every command's error
+// goes through) hides it.
+func TestApplyErrorsQuoteValuesAndTheRedactorHidesThem(t *testing.T) {
+	const secret = "Pl4nted-apply-S3CRET"
+	c := testenv.Start(t, "test")
+	objs, err := utils.ReadObjects(strings.NewReader(`
+apiVersion: v1
+kind: Namespace
+metadata: {name: demo}
+---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: OCIRepository
+metadata: {name: src, namespace: demo}
+spec: {interval: 5m, url: "oci://registry.test/src", ref: {tag: v1}, provider: "` + secret + `"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = apply.New(c).Apply(t.Context(), objs)
+	if err == nil || !strings.Contains(err.Error(), secret) {
+		t.Fatalf("the apply error does not quote the refused value, this test proves nothing: %v", err)
+	}
+	if hidden := redact.New(secret).Error(err); strings.Contains(hidden.Error(), secret) || !strings.Contains(hidden.Error(), "OCIRepository") {
+		t.Errorf("redacted apply error: %v", hidden)
 	}
 }
