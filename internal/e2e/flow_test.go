@@ -88,6 +88,11 @@ func TestBootstrapPivotAndApply(t *testing.T) {
 	if len(machines) != 3 {
 		t.Errorf("after apply: %d machines %v, want 3", len(machines), machines)
 	}
+	// Done means the new node is Ready as the cluster itself says, not only its Machine Running.
+	ready := strings.Fields(kubectl(t, kc, "get", "nodes", "-o", `jsonpath={.items[*].status.conditions[?(@.type=="Ready")].status}`))
+	if len(ready) != 3 || strings.Join(ready, " ") != "True True True" {
+		t.Errorf("when apply returned, the nodes' Ready conditions were %v, want 3 True", ready)
+	}
 }
 
 // assertExactlyOnce checks that every Cluster API object of the cluster is in the management
