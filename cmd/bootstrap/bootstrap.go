@@ -85,7 +85,7 @@ func (g *globals) runFlow(cmd *cobra.Command, envName string, f *bootstrapFlags,
 		}
 	}
 	start := time.Now()
-	printer, err := progress.New(out, progress.Format(f.output), size, start)
+	printer, err := progress.New(out, progress.Format(f.output), size, start, g.redactor.String)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"time"
 
+	"cluster-init.dev/cluster-init/internal/cleanup"
 	"cluster-init.dev/cluster-init/internal/environment"
 	"cluster-init.dev/cluster-init/internal/progress"
 	"cluster-init.dev/cluster-init/internal/redact"
@@ -171,7 +172,16 @@ func Apply(ctx context.Context, opts Options) (*Result, error) {
 			if err != nil {
 				return fmt.Errorf("connect to cluster %s to read its nodes: %w", plan.Settings.Cluster.Name, err)
 			}
-			return settleMachines(ctx, s, mc.cluster, nodes, plan.Settings.Cluster.Name)
+			if err := settleMachines(ctx, s, mc.cluster, nodes, plan.Settings.Cluster.Name); err != nil {
+				return err
+			}
+			// New machines have new names: cleanup must know them even if the cluster is gone.
+			if plan.Settings.Cluster.OnDocker() {
+				if err := cleanup.RecordContainers(ctx, ContainersRecord(s.opts.StateDir, s.opts.Env.Name), mc.cluster.Client); err != nil {
+					s.out.Log("could not record the containers of %s for cleanup: %v", plan.Settings.Cluster.Name, err)
+				}
+			}
+			return nil
 		}},
 	})
 }

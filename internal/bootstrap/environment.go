@@ -40,8 +40,16 @@ func applyRelease(ctx context.Context, s *session, c *kube.Cluster, plan *render
 		return err
 	}
 	secretObjs = append([]*unstructured.Unstructured{s.opts.Env.Secrets.DeepCopy()}, secretObjs...)
+	// Their namespace comes with the release unit: applied with them, as the release renders it,
+	// so that the second apply finds it unchanged.
+	var first []*unstructured.Unstructured
+	for _, o := range plan.Objects {
+		if o.Unit == release.Name && o.Object.GetKind() == "Namespace" && o.Object.GetName() == names.Namespace {
+			first = append(first, o.Object.DeepCopy())
+		}
+	}
 	applier := apply.New(c)
-	cs, err := applier.Apply(ctx, secretObjs)
+	cs, err := applier.Apply(ctx, append(first, secretObjs...))
 	if err != nil {
 		return err
 	}

@@ -48,11 +48,16 @@ type TerminalSize func() (width, height int)
 
 // New returns a printer writing to w. size is nil when w is not a terminal (Auto prints plain
 // lines then).
-func New(w io.Writer, format Format, size TerminalSize, start time.Time) (Printer, error) {
+// redact, if set, hides secrets in a line before the terminal printer fits it to the width (the
+// writer redacts again; a secret cut at the edge would no longer match).
+func New(w io.Writer, format Format, size TerminalSize, start time.Time, redact func(string) string) (Printer, error) {
 	if size == nil {
 		size = func() (int, int) { return 0, 0 }
 	}
-	tty := &ttyPrinter{w: w, start: start, now: time.Now, size: size}
+	if redact == nil {
+		redact = func(s string) string { return s }
+	}
+	tty := &ttyPrinter{w: w, start: start, now: time.Now, size: size, redact: redact}
 	switch format {
 	case Auto:
 		if _, h := size(); h > 0 {
@@ -153,12 +158,13 @@ func unitLines(s Snapshot, column func(Unit) string) []string {
 // draws must take exactly one row. Lines are cut to the width and the region to the height the
 // terminal has at each redraw; the messages above the region scroll and may wrap.
 type ttyPrinter struct {
-	mu    sync.Mutex
-	w     io.Writer
-	start time.Time
-	now   func() time.Time
-	size  TerminalSize
-	phase string
+	mu     sync.Mutex
+	w      io.Writer
+	start  time.Time
+	now    func() time.Time
+	size   TerminalSize
+	redact func(string) string
+	phase  string
 	// region is what to show; drawn is how many rows the last draw took.
 	region []string
 	drawn  int
@@ -178,7 +184,11 @@ func (p *ttyPrinter) clear() {
 }
 
 func (p *ttyPrinter) draw() {
-	lines := fitTerminal(p.region, p.size)
+	lines := make([]string, len(p.region))
+	for i, l := range p.region {
+		lines[i] = p.redact(l)
+	}
+	lines = fitTerminal(lines, p.size)
 	for _, l := range lines {
 		fmt.Fprintln(p.w, l)
 	}
@@ -202,9 +212,26 @@ func fitTerminal(lines []string, size TerminalSize) []string {
 	}
 	out := make([]string, len(lines))
 	for i, l := range lines {
-		out[i] = runewidth.Truncate(l, width-1, "…")
+		out[i] = runewidth.Truncate(oneRow(l), width-1, "…")
 	}
 	return out
+}
+
+// oneRow keeps what a line shows on one row: its first line (a condition message may have
+// several), tabs as spaces, no other control characters.
+func oneRow(l string) string {
+	if i := strings.IndexAny(l, "\r\n"); i >= 0 {
+		l = l[:i] + " …"
+	}
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t':
+			return ' '
+		case r < 0x20 || r == 0x7f:
+			return -1
+		}
+		return r
+	}, l)
 }
 
 func (p *ttyPrinter) print(line string) {

@@ -107,7 +107,7 @@ func TestPrinters(t *testing.T) {
 		w *bytes.Buffer
 		f Format
 	}{{&plain, Plain}, {&tty, TTY}, {&js, JSON}} {
-		p, err := New(c.w, c.f, nil, t0)
+		p, err := New(c.w, c.f, nil, t0, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

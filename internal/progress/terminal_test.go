@@ -73,7 +73,7 @@ func TestTerminalRedrawLeavesNoStaleFrames(t *testing.T) {
 			term := &terminal{width: size[0], height: size[1]}
 			width, height := size[0], size[1]
 			t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-			p, err := New(term, TTY, func() (int, int) { return width, height }, t0)
+			p, err := New(term, TTY, func() (int, int) { return width, height }, t0, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,7 +83,7 @@ func TestTerminalRedrawLeavesNoStaleFrames(t *testing.T) {
 				obs := Observed{Units: readiness.Units{Graph: graph(), Kustomizations: map[string]*kustomizev1.Kustomization{
 					"cert-manager": ks("cert-manager", 1, 1, "True", "ReconciliationSucceeded", "ok"),
 					"capi":         ks("capi", 1, 1, "Unknown", "Progressing", "Reconciliation in progress "+long),
-				}}, Details: map[string][]string{"capi": {long, long}}}
+				}}, Details: map[string][]string{"capi": {long, "a message\nof three\tlines\n" + long}}}
 				p.Units(tr.Update(obs, t0.Add(time.Duration(i)*time.Second)))
 				p.Log("message %d", i)
 				if i == 3 { // the user narrows the window

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode"
 )
 
 // Mask replaces a secret.
@@ -90,8 +91,9 @@ func forms(s string) []string {
 	out = append(out, base64.StdEncoding.EncodeToString([]byte(s)), base64.RawStdEncoding.EncodeToString([]byte(s)))
 	if strings.Contains(s, "\n") {
 		for _, line := range strings.Split(s, "\n") {
-			// A line that is only a key ("clouds:") holds nothing secret.
-			if line = strings.TrimSpace(line); line != "" && !strings.HasSuffix(line, ":") {
+			// A line that is only a key ("clouds:"), punctuation ("---", "{") or a comment
+			// (an age key file's "# public key: age1...") holds nothing secret.
+			if line = strings.TrimSpace(line); len(line) >= minSubstring && !strings.HasSuffix(line, ":") && !strings.HasPrefix(line, "#") && strings.IndexFunc(line, isAlnum) >= 0 {
 				out = append(out, line)
 				if k, v, ok := strings.Cut(line, ": "); ok {
 					// The value of a "key: value" line is what a reformatted copy (JSON, flow
@@ -107,6 +109,8 @@ func forms(s string) []string {
 	}
 	return out
 }
+
+func isAlnum(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
 
 // compile rebuilds the matchers: longest first, so that a secret containing another is hidden
 // whole.

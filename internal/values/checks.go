@@ -91,7 +91,8 @@ func (c *checker) networks(s Settings) {
 	if s.Cluster.Providers.Infrastructure == "capo" {
 		pairs = append(pairs, [2]string{"cluster.capo.node_cidr", "cluster.network.pods_cidr"}, [2]string{"cluster.capo.node_cidr", "cluster.network.services_cidr"})
 	}
-	if s.Context != "workload" {
+	// The bootstrap cluster exists only while bootstrap runs with a kind cluster it pivots from.
+	if pivot, _ := lookup(c.merged, []string{"pivot"}); s.Context == "bootstrap" && pivot != false {
 		pairs = append(pairs,
 			[2]string{"cluster.network.pods_cidr", "bootstrap_cluster.pods_cidr"}, [2]string{"cluster.network.pods_cidr", "bootstrap_cluster.services_cidr"},
 			[2]string{"cluster.network.services_cidr", "bootstrap_cluster.pods_cidr"}, [2]string{"cluster.network.services_cidr", "bootstrap_cluster.services_cidr"})

@@ -65,7 +65,7 @@ func ParseLayer(file string, content []byte, secret bool) (Layer, error) {
 		return l, yamlError(file, err, secret)
 	}
 	var next yamlv3.Node
-	if err := dec.Decode(&next); err == nil {
+	if err := dec.Decode(&next); err == nil && hasContent(&next) {
 		return l, fmt.Errorf("%s:%d: a second YAML document: expected one document of values (a second one would be ignored)", file, next.Line)
 	} else if !errors.Is(err, io.EOF) {
 		return l, yamlError(file, err, secret)
@@ -93,6 +93,11 @@ func ParseLayer(file string, content []byte, secret bool) (Layer, error) {
 		l.Data = map[string]any{}
 	}
 	return l, nil
+}
+
+// hasContent tells whether a document holds anything: a trailing "---" or comments do not.
+func hasContent(doc *yamlv3.Node) bool {
+	return len(doc.Content) > 0 && doc.Content[0].Tag != "!!null"
 }
 
 // expandedSize counts the nodes n stands for once its aliases are expanded, remembering what
