@@ -11,7 +11,6 @@ import (
 	"errors"
 	"io"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,12 +34,11 @@ var ageKey = regexp.MustCompile(`AGE-SECRET-KEY-1[0-9A-Z]+`)
 // Redactor hides the values registered with Add. The zero value hides only age keys; it is safe
 // for concurrent use.
 type Redactor struct {
-	mu       sync.RWMutex
-	seen     map[string]bool
-	long     []string
-	short    []string
-	replacer *strings.Replacer
-	tokens   *regexp.Regexp
+	mu     sync.RWMutex
+	seen   map[string]bool
+	long   []string
+	short  []string
+	tokens *regexp.Regexp
 }
 
 // New returns a Redactor hiding secrets.
@@ -112,15 +110,8 @@ func forms(s string) []string {
 
 func isAlnum(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
 
-// compile rebuilds the matchers: longest first, so that a secret containing another is hidden
-// whole.
+// compile rebuilds the matchers.
 func (r *Redactor) compile() {
-	sort.Slice(r.long, func(i, j int) bool { return len(r.long[i]) > len(r.long[j]) })
-	pairs := make([]string, 0, 2*len(r.long))
-	for _, s := range r.long {
-		pairs = append(pairs, s, Mask)
-	}
-	r.replacer = strings.NewReplacer(pairs...)
 	r.tokens = nil
 	if len(r.short) > 0 {
 		quoted := make([]string, len(r.short))
@@ -131,13 +122,47 @@ func (r *Redactor) compile() {
 	}
 }
 
+// maskAll replaces every place any of the secrets occupies, overlapping ones included (two
+// secrets that share characters must not leave the rest of either visible), by one Mask per run.
+func maskAll(s string, secrets []string) string {
+	var masked []bool
+	for _, secret := range secrets {
+		for from := 0; from < len(s); {
+			i := strings.Index(s[from:], secret)
+			if i < 0 {
+				break
+			}
+			if masked == nil {
+				masked = make([]bool, len(s))
+			}
+			for j := from + i; j < from+i+len(secret); j++ {
+				masked[j] = true
+			}
+			from += i + 1
+		}
+	}
+	if masked == nil {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if !masked[i] {
+			b.WriteByte(s[i])
+			continue
+		}
+		b.WriteString(Mask)
+		for i+1 < len(s) && masked[i+1] {
+			i++
+		}
+	}
+	return b.String()
+}
+
 // String returns s with every secret hidden.
 func (r *Redactor) String(s string) string {
 	if r != nil {
 		r.mu.RLock()
-		if r.replacer != nil {
-			s = r.replacer.Replace(s)
-		}
+		s = maskAll(s, r.long)
 		if r.tokens != nil {
 			// Twice: adjacent matches share the delimiter between them.
 			for range 2 {

@@ -91,3 +91,20 @@ func TestErrorsAndWriters(t *testing.T) {
 		t.Errorf("writer: %d %v %q", n, werr, buf.String())
 	}
 }
+
+// Secrets that share characters are hidden whole, whichever comes first; lines of a multi-line
+// secret that hold nothing (punctuation, comments, bare keys) do not mask ordinary output.
+func TestOverlapsAndHarmlessLines(t *testing.T) {
+	r := New("abcdXYZ1", "XYZ1234567", "---\n{\n# public key: age1pub\nclouds:\n  token: s3cr3t-value\n}\n")
+	if got := r.String("x abcdXYZ1234567 y"); got != "x "+Mask+" y" {
+		t.Errorf("overlapping secrets: %q", got)
+	}
+	for _, text := range []string{"---", `{"event":"log"}`, "encrypted for age1pub", "clouds: none"} {
+		if got := r.String(text); got != text {
+			t.Errorf("%q became %q", text, got)
+		}
+	}
+	if got := r.String("token: s3cr3t-value"); strings.Contains(got, "s3cr3t") {
+		t.Errorf("a secret line shows: %q", got)
+	}
+}
