@@ -70,25 +70,25 @@ func (e *Environment) GitCredentials() (username, password string) {
 }
 
 // SecretValues are what must never appear in output: every leaf of the secrets file and of a
-// credentials key in any layer (the environment's, then extra ones such as --values files), and
-// every value of any layer that carries a password in a URL (a proxy as
-// http://user:password@host), whole and the password alone. The age key is added when there is
-// one.
+// credentials key in any layer (the environment's, then extra ones such as --values files), but
+// the user names that go with them, and every value of any layer that carries a password in a
+// URL (a proxy as http://user:password@host), whole and the password alone. The age key is added
+// when there is one.
 func (e *Environment) SecretValues(extra ...values.Layer) []string {
 	var out []string
-	var walk func(v any, secret bool)
-	walk = func(v any, secret bool) {
+	var walk func(v any, secret bool, key string)
+	walk = func(v any, secret bool, key string) {
 		switch t := v.(type) {
 		case map[string]any:
 			for k, x := range t {
-				walk(x, secret || k == CredentialKey)
+				walk(x, secret || k == CredentialKey, k)
 			}
 		case []any:
 			for _, x := range t {
-				walk(x, secret)
+				walk(x, secret, key)
 			}
 		case string:
-			if secret {
+			if secret && !userNames[key] {
 				out = append(out, t)
 			}
 			for _, m := range urlPassword.FindAllStringSubmatch(t, -1) {
@@ -100,13 +100,18 @@ func (e *Environment) SecretValues(extra ...values.Layer) []string {
 		}
 	}
 	for _, l := range append(append([]values.Layer{}, e.Layers...), extra...) {
-		walk(l.Data, l.Secret)
+		walk(l.Data, l.Secret, "")
 	}
 	if e.Key != nil {
 		out = append(out, string(e.Key.Data()))
 	}
 	return out
 }
+
+// userNames are the keys of credentials that name who authenticates, not what proves it: a git
+// user name is often also a word of the output (the test bed's is "cluster-init", the namespace),
+// and hiding it would hide that word everywhere without protecting anything.
+var userNames = map[string]bool{"username": true, "user": true}
 
 // urlPassword finds the password of a URL's user information (scheme://user:password@host).
 var urlPassword = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:([^/\s@]+)@`)
