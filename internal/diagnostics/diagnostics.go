@@ -167,3 +167,32 @@ func (b *Bundle) Write(dir, name string) (string, error) {
 	}
 	return path, f.Close()
 }
+
+// Read returns the files of a bundle that Write wrote, by name.
+func Read(path string) (map[string][]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("read bundle %s: %w", path, err)
+	}
+	tr := tar.NewReader(gz)
+	files := map[string][]byte{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return files, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read bundle %s: %w", path, err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, fmt.Errorf("read bundle %s: %s: %w", path, h.Name, err)
+		}
+		files[h.Name] = data
+	}
+}

@@ -1,9 +1,6 @@
 package diagnostics
 
 import (
-	"archive/tar"
-	"compress/gzip"
-	"io"
 	"os"
 	"strings"
 	"testing"
@@ -54,7 +51,14 @@ func TestBundleCollectsObjectsAndHidesSecrets(t *testing.T) {
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("bundle mode: %v %v", fi.Mode(), err)
 	}
-	files := readBundle(t, path)
+	raw, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for name, data := range raw {
+		files[name] = string(data)
+	}
 	for _, want := range []string{"conclusion.txt", "management/resources/ConfigMap.core.yaml", "management/resources/Event.core.yaml", "management/cluster-api-tree.txt"} {
 		if _, ok := files[want]; !ok {
 			t.Errorf("bundle lacks %s (has %d files)", want, len(files))
@@ -67,34 +71,5 @@ func TestBundleCollectsObjectsAndHidesSecrets(t *testing.T) {
 		if strings.Contains(content, secret) {
 			t.Errorf("%s shows the secret", name)
 		}
-	}
-}
-
-func readBundle(t *testing.T, path string) map[string]string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(gz)
-	files := map[string]string{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return files
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[h.Name] = string(data)
 	}
 }

@@ -3,11 +3,8 @@
 package e2e
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
 	"encoding/base64"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"cluster-init.dev/cluster-init/internal/diagnostics"
 )
 
 // Bad values stop the run before anything is created.
@@ -203,27 +202,9 @@ func readTarball(t *testing.T, path string) map[string][]byte {
 	if st.Mode().Perm() != 0o600 {
 		t.Errorf("bundle mode %v, want 0600", st.Mode().Perm())
 	}
-	f, err := os.Open(path)
+	files, err := diagnostics.Read(path)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(gz)
-	files := map[string][]byte{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, _ := io.ReadAll(tr)
-		files[h.Name] = data
 	}
 	return files
 }
