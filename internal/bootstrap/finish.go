@@ -5,12 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"cluster-init.dev/cluster-init/internal/atomicfile"
 	"cluster-init.dev/cluster-init/internal/cleanup"
-	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/pivot"
@@ -44,7 +40,7 @@ func finish(ctx context.Context, s *session, bc *bootstrapCluster, v values.Sett
 	if err != nil {
 		return fmt.Errorf("the bootstrap cluster is kept: %w", err)
 	}
-	m, err := savedManagementCluster(ctx, bc.cluster)
+	m, err := pivot.SavedManagement(ctx, bc.cluster.Client, names.Namespace)
 	if err != nil {
 		return fmt.Errorf("the bootstrap cluster is kept: %w", err)
 	}
@@ -73,13 +69,4 @@ func finish(ctx context.Context, s *session, bc *bootstrapCluster, v values.Sett
 	}
 	s.out.Log("deleting the bootstrap cluster %s", v.BootstrapCluster.Name)
 	return bc.kind.Delete(v.BootstrapCluster.Name)
-}
-
-// savedManagementCluster connects with the kubeconfig the pivot kept (the Cluster API one moved).
-func savedManagementCluster(ctx context.Context, c *kube.Cluster) (*kube.Cluster, error) {
-	s := &corev1.Secret{}
-	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: names.Namespace, Name: names.PivotKubeconfig}, s); err != nil {
-		return nil, fmt.Errorf("the management kubeconfig kept by the pivot: %w", err)
-	}
-	return kube.FromKubeconfig("management", s.Data["value"])
 }

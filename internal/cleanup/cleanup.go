@@ -12,7 +12,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -20,7 +19,7 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/kube"
-	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/pivot"
 )
 
 // Target is what to remove.
@@ -88,11 +87,8 @@ func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string,
 		// After the move, the machines are defined in the management cluster, which the pivot's
 		// copy of its kubeconfig reaches even when the bootstrap did not finish.
 		if management == nil {
-			sec := &corev1.Secret{}
-			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: names.PivotKubeconfig}, sec); err == nil {
-				if m, err := kube.FromKubeconfig("management", sec.Data["value"]); err == nil {
-					remember(m)
-				}
+			if m, err := pivot.SavedManagement(ctx, c.Client, t.Namespace); err == nil {
+				remember(m)
 			}
 		}
 		if err := deleteCluster(ctx, c, t, log); err != nil {

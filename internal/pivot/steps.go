@@ -88,16 +88,22 @@ func (p *pivot) connect(ctx context.Context) (*kube.Cluster, error) {
 	if p.management != nil {
 		return p.management, nil
 	}
-	s := &corev1.Secret{}
-	if err := p.Bootstrap.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: names.PivotKubeconfig}, s); err != nil {
-		return nil, fmt.Errorf("read the saved management kubeconfig %s: %w", names.PivotKubeconfig, err)
-	}
-	m, err := kube.FromKubeconfig("management", s.Data["value"])
+	m, err := SavedManagement(ctx, p.Bootstrap.Client, p.Namespace)
 	if err != nil {
 		return nil, err
 	}
 	p.management = m
 	return m, nil
+}
+
+// SavedManagement connects to the management cluster with the copy of its kubeconfig the pivot
+// keeps in the bootstrap cluster's namespace: the Cluster API one moves with the definitions.
+func SavedManagement(ctx context.Context, bootstrap client.Reader, namespace string) (*kube.Cluster, error) {
+	s := &corev1.Secret{}
+	if err := bootstrap.Get(ctx, client.ObjectKey{Namespace: namespace, Name: names.PivotKubeconfig}, s); err != nil {
+		return nil, fmt.Errorf("read the saved management kubeconfig %s: %w", names.PivotKubeconfig, err)
+	}
+	return kube.FromKubeconfig("management", s.Data["value"])
 }
 
 // waitFor polls check until it is done, logging every new reason it gives. Errors reading the
