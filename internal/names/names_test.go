@@ -44,6 +44,9 @@ func TestTheComponentsNameTheSameObjects(t *testing.T) {
 	if !strings.Contains(tenants, names.TenantLabel+`: "true"`) || !strings.Contains(tenants, "name: "+names.TenantKustomization+"\n") {
 		t.Error("the tenants' namespaces or Kustomizations are named otherwise")
 	}
+	if !strings.Contains(read("charts/workload-clusters/templates/_helpers.tpl"), `define "workload-clusters.platformConfigMap" -}}`+names.TenantPlatformConfigMap+"{{") {
+		t.Error("the tenants' platform ConfigMap is named otherwise")
+	}
 	if !strings.Contains(read("charts/cluster-init/templates/release.yaml"), "name: {{ .Release.Name }}-units") ||
 		names.UnitsConfigMapOf(names.Release) != names.UnitsConfigMap {
 		t.Error("the unit graph's ConfigMap is named otherwise")

@@ -82,9 +82,9 @@ func Read(ctx context.Context, repoRoot string, management *render.Result) (*Pla
 	}
 	for _, t := range p.Tenants {
 		for _, o := range management.Objects {
-			if o.Object.GetKind() == "ConfigMap" && o.Object.GetNamespace() == t.Namespace && o.Object.GetName() == "workload-cluster-platform" {
+			if o.Object.GetKind() == "ConfigMap" && o.Object.GetNamespace() == t.Namespace && o.Object.GetName() == names.TenantPlatformConfigMap {
 				data, _, _ := unstructured.NestedString(o.Object.Object, "data", names.ValuesKey)
-				l, err := values.ParseLayer(fmt.Sprintf("(values the workload clusters of %s share: ConfigMap %s/workload-cluster-platform)", t.Namespace, t.Namespace), []byte(data), false)
+				l, err := values.ParseLayer(fmt.Sprintf("(values the workload clusters of %s share: ConfigMap %s/%s)", t.Namespace, t.Namespace, names.TenantPlatformConfigMap), []byte(data), false)
 				if err != nil {
 					return nil, err
 				}
