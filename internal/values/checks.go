@@ -23,7 +23,9 @@ func Check(layers []Layer, merged map[string]any, s Settings, fallback Origin) P
 	c.images()
 	c.versions(s)
 	c.context()
-	if s.Cluster.Providers.Infrastructure == "capo" {
+	// A workload cluster's credentials are the management cluster's, given to its release in
+	// the cluster: offline, only an environment's own secrets can be checked.
+	if s.Cluster.Providers.Infrastructure == "capo" && s.Context != "workload" {
 		c.capo()
 	}
 	return c.problems
