@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os/exec"
 	"strings"
 	"time"
@@ -54,11 +55,11 @@ func (g GitSource) String() string {
 // given, its current branch when no ref is.
 func CheckoutGit(ctx context.Context, repoRoot string, g GitSource) (GitSource, error) {
 	if g.URL == "" {
-		url, err := gitOutput(ctx, repoRoot, "remote", "get-url", "origin")
+		origin, err := gitOutput(ctx, repoRoot, "remote", "get-url", "origin")
 		if err != nil {
 			return g, fmt.Errorf("--source git: no source.url in the values and the checkout has no remote origin: %w", err)
 		}
-		g.URL = url
+		g.URL = withoutUserInfo(origin)
 	}
 	if len(g.Ref) == 0 {
 		branch, err := gitOutput(ctx, repoRoot, "symbolic-ref", "--short", "HEAD")
@@ -68,6 +69,18 @@ func CheckoutGit(ctx context.Context, repoRoot string, g GitSource) (GitSource, 
 		g.Ref = map[string]string{"branch": branch}
 	}
 	return g, nil
+}
+
+// withoutUserInfo drops the user and password an origin URL may carry (https://user:token@host):
+// the URL goes into the values, a ConfigMap, and is printed; credentials come from the
+// environment's secrets.
+func withoutUserInfo(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil || u.Host == "" {
+		return raw // scp-like (git@host:path) or not a URL: no password in it
+	}
+	u.User = nil
+	return u.String()
 }
 
 // ErrUnreachable is returned by Remote when the host cannot reach the repository at all (its name

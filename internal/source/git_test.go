@@ -100,3 +100,27 @@ func TestGitRemote(t *testing.T) {
 		t.Errorf("unreachable: %v", err)
 	}
 }
+
+// A token in the checkout's origin URL does not become the source URL (a value, a ConfigMap,
+// printed): the credentials come from the environment's secrets.
+func TestCheckoutGitDropsCredentialsOfTheOrigin(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"remote", "add", "origin", "https://bob:t0ken-in-url@git.example.invalid/org/repo.git"}} {
+		if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	g, err := source.CheckoutGit(t.Context(), dir, source.GitSource{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.URL != "https://git.example.invalid/org/repo.git" || g.Ref["branch"] != "main" {
+		t.Errorf("source %q %v", g.URL, g.Ref)
+	}
+	if out, err := exec.Command("git", "-C", dir, "remote", "set-url", "origin", "git@git.example.invalid:org/repo.git").CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if g, err := source.CheckoutGit(t.Context(), dir, source.GitSource{}); err != nil || g.URL != "git@git.example.invalid:org/repo.git" {
+		t.Errorf("an scp-like URL became %q (%v)", g.URL, err)
+	}
+}
