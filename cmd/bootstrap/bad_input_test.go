@@ -43,6 +43,7 @@ var badValues = []struct {
 	{"context set by --values", "context: management\n", []string{":1: context", "expected no such key"}},
 	{"self_managed set by --values", "self_managed: true\n", []string{":1: self_managed", "expected no such key"}},
 	// Secrets in the wrong place.
+	{"a password in the source URL", "source:\n  type: git\n  url: https://bob:t0ken@git.example.invalid/repo.git\n", []string{":3: source.url", "carries a password", "credentials.git"}},
 	{"credentials in --values", "credentials:\n  git:\n    password: x\n", []string{":1: credentials", "secrets file"}},
 	// Units.
 	{"a unit a dependency needs, disabled", "units:\n  cert-manager:\n    enabled: false\n", []string{":3: units.cert-manager.enabled", "capi depends on it", "expected it enabled"}},
