@@ -25,10 +25,12 @@ type bootstrapFlags struct {
 	timeline   string
 	until      string
 	keep       bool
+	adopt      bool
+	takeOver   bool
 }
 
 func addBootstrapFlags(cmd *cobra.Command, f *bootstrapFlags) {
-	addKubeconfigFlags(cmd, &f.kubeconfig, &f.context, "bootstrap: use this existing cluster instead of a kind cluster (no pivot); apply: the management cluster")
+	addKubeconfigFlags(cmd, &f.kubeconfig, &f.context, "bootstrap: use this existing cluster instead of a kind cluster, to create the environment's cluster and keep managing it (no pivot), or with --adopt as the management cluster itself; apply: the management cluster")
 	cmd.Flags().StringVar(&f.source, "source", "", "what the clusters reconcile from: git (source.url and source.ref of the values, or the checkout's origin and branch; credentials from the secrets) or oci (the checkout pushed to the registry next to kind, for quick local runs); default: git when the values name a git source.url, else oci")
 	addValuesFlag(cmd, &f.valueFiles)
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 60*time.Minute, "give up after this long")
@@ -40,9 +42,17 @@ func addBootstrapFlags(cmd *cobra.Command, f *bootstrapFlags) {
 func addFlowFlags(cmd *cobra.Command, f *bootstrapFlags) {
 	cmd.Flags().StringVar(&f.until, "until", "", "stop after this phase (validate, bootstrap cluster, flux, source, environment, units, finish)")
 	cmd.Flags().BoolVar(&f.keep, "keep-bootstrap", false, "keep the bootstrap cluster after a successful pivot")
+	cmd.Flags().BoolVar(&f.adopt, "adopt", false, "make the existing cluster of --kubeconfig the management cluster: install into it, create no cluster")
+	cmd.Flags().BoolVar(&f.takeOver, "take-over", false, "with --adopt: own the Flux, cert-manager or Cluster API another tool installed in the cluster (cleanup then deletes them)")
 }
 
 func (g *globals) runBootstrap(cmd *cobra.Command, envName string, f *bootstrapFlags) error {
+	switch {
+	case f.adopt:
+		return g.runFlow(cmd, envName, f, bootstrap.Adopt)
+	case f.takeOver:
+		return fmt.Errorf("--take-over: only with --adopt")
+	}
 	return g.runFlow(cmd, envName, f, bootstrap.Run)
 }
 
@@ -104,6 +114,7 @@ func (g *globals) runFlow(cmd *cobra.Command, envName string, f *bootstrapFlags,
 		Timeline:      f.timeline,
 		Until:         f.until,
 		KeepBootstrap: f.keep,
+		TakeOver:      f.takeOver,
 		Out:           printer,
 	})
 	var phases []progress.Span

@@ -37,7 +37,7 @@ image of CAPD machines.`,
 			var uses []images.Use
 			for _, t := range validate.Targets() {
 				opts := w.renderOptions(t.Context)
-				opts.Overrides = append(append([]values.Layer{}, w.overrides...), t.Overrides...)
+				opts.State = t.State
 				res, err := r.Render(cmd.Context(), opts)
 				if err != nil {
 					return err

@@ -38,7 +38,17 @@ func newRootCommand() *cobra.Command {
 		Long: `bootstrap ENV creates a kind cluster, installs Flux, publishes the checkout, applies the
 environment and the cluster-init release, and follows every unit until the management cluster
 runs. Running it again continues where it stopped. ENV is a directory of environment-values/ or a
-path.`,
+path.
+
+An existing cluster instead of kind:
+  --kubeconfig FILE          it creates the environment's cluster and keeps managing it (no pivot):
+                             a permanent bootstrap cluster
+  --kubeconfig FILE --adopt  it becomes the management cluster itself: Flux, cert-manager and the
+                             providers are installed into it and reconciled from the environment's
+                             source, workload clusters come from git; no cluster is created, and
+                             nothing ever creates, replaces or deletes the adopted one. A cluster
+                             that runs Flux, cert-manager or Cluster API installed by someone else
+                             is refused unless --take-over.`,
 		Args:          cobra.MaximumNArgs(1),
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"cluster-init.dev/cluster-init/internal/bootstrap"
 	"cluster-init.dev/cluster-init/internal/cleanup"
@@ -119,6 +120,9 @@ func newCleanupCommand(g *globals) *cobra.Command {
 		Long: `Remove what a bootstrap of the environment created: its workload clusters and the Cluster API
 cluster (through Cluster API while a cluster runs its controllers), the kind cluster (only the one
 marked as this environment's), the CAPD containers of its clusters and its management kubeconfig.
+An adopted management cluster (bootstrap --adopt) stays: its workload clusters are deleted, then
+what cluster-init installed into it (the units, dependents first, each through Flux; the release;
+Flux), each step bounded in time.
 A container is removed directly only when it is named after a machine or load balancer of the
 environment's clusters, as they define them or as recorded at the bootstrap: another kind or CAPD
 cluster with the same name is left alone, and named. It reads only the names it needs from the
@@ -146,6 +150,14 @@ values, and works whatever they are.`,
 				CAPD:                 v.Cluster.OnDocker(),
 				ManagementKubeconfig: bootstrap.ManagementKubeconfig(dir, w.env.Name),
 				Record:               bootstrap.ContainersRecord(dir, w.env.Name),
+				Flux: func(ctx context.Context) ([]*unstructured.Unstructured, error) {
+					r, err := w.renderer()
+					if err != nil {
+						return nil, err
+					}
+					defer r.Close()
+					return r.Flux(ctx)
+				},
 			}, func(format string, a ...any) { fmt.Fprintf(out, format+"\n", a...) })
 		},
 	}

@@ -9,7 +9,6 @@ import (
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/units"
 	"cluster-init.dev/cluster-init/internal/validate"
-	"cluster-init.dev/cluster-init/internal/values"
 )
 
 func newUnitsCommand(g *globals) *cobra.Command {
@@ -66,7 +65,7 @@ func (w *workspace) writeContexts(cmd *cobra.Command) error {
 	var graphs []*units.Graph
 	for _, t := range targets {
 		opts := w.renderOptions(t.Context)
-		opts.Overrides = append(append([]values.Layer{}, w.overrides...), t.Overrides...)
+		opts.State = t.State
 		res, err := r.Render(cmd.Context(), opts)
 		if err != nil {
 			return err

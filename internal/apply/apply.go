@@ -48,3 +48,16 @@ func copies(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
 	}
 	return out
 }
+
+// Delete deletes objs (what was applied with Apply: dependents before CRDs and namespaces) and
+// waits until they are gone, or timeout.
+func (a *Applier) Delete(ctx context.Context, objs []*unstructured.Unstructured, timeout time.Duration) (*ssa.ChangeSet, error) {
+	cs, err := a.rm.DeleteAll(ctx, copies(objs), ssa.DefaultDeleteOptions())
+	if err != nil {
+		return cs, fmt.Errorf("delete from the %s cluster: %w", a.cluster.Name, err)
+	}
+	if err := a.rm.WaitForSetTermination(cs, ssa.WaitOptions{Interval: 2 * time.Second, Timeout: timeout}); err != nil {
+		return cs, fmt.Errorf("wait for the deletion from the %s cluster: %w", a.cluster.Name, err)
+	}
+	return cs, nil
+}

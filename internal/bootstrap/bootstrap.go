@@ -22,6 +22,7 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/cleanup"
 	"cluster-init.dev/cluster-init/internal/environment"
+	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/progress"
 	"cluster-init.dev/cluster-init/internal/redact"
 	"cluster-init.dev/cluster-init/internal/render"
@@ -56,7 +57,9 @@ type Options struct {
 	Until string
 	// KeepBootstrap keeps the bootstrap cluster after a successful pivot.
 	KeepBootstrap bool
-	Out           progress.Printer
+	// TakeOver lets Adopt own the Flux, cert-manager or Cluster API another tool installed.
+	TakeOver bool
+	Out      progress.Printer
 }
 
 // Result is what a finished (or failed) run saw.
@@ -127,8 +130,6 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 // secrets, source), has the release take the new values and follows the units until the change
 // is rolled out, machines included.
 func Apply(ctx context.Context, opts Options) (*Result, error) {
-	// The management cluster's release owns its definitions since the pivot.
-	opts.Overrides = append(opts.Overrides, render.SelfManaged())
 	s, err := newSession(opts)
 	if err != nil {
 		return &Result{}, err
@@ -136,20 +137,23 @@ func Apply(ctx context.Context, opts Options) (*Result, error) {
 	defer s.close()
 
 	var (
-		plan *render.Result
-		mc   *bootstrapCluster // the management cluster: the cluster whose units are followed
-		src  *publishedSource
+		plan  *render.Result
+		mc    *bootstrapCluster // the management cluster: the cluster whose units are followed
+		src   *publishedSource
+		state managementstate.State
 	)
 	return s.run(ctx, []phase{
+		{"management cluster", func(ctx context.Context) (err error) {
+			// Its state says how its release renders: self-managed (its own definitions since the
+			// pivot) or adopted (none).
+			mc, state, err = connectManagement(ctx, s)
+			return err
+		}},
 		{"validate", func(ctx context.Context) (err error) {
 			if src, err = planSource(ctx, s); err != nil {
 				return err
 			}
-			plan, err = validateManagement(ctx, s, src)
-			return err
-		}},
-		{"management cluster", func(ctx context.Context) (err error) {
-			mc, err = connectManagement(s)
+			plan, err = validateManagement(ctx, s, src, state)
 			return err
 		}},
 		{"source", func(ctx context.Context) (err error) {
@@ -166,6 +170,10 @@ func Apply(ctx context.Context, opts Options) (*Result, error) {
 			return followUnits(ctx, s, mc, plan.Settings)
 		}},
 		{"machines", func(ctx context.Context) error {
+			if state.Adopted {
+				s.out.Log("the management cluster is adopted: its machines are not Cluster API's")
+				return nil
+			}
 			// The nodes are read from the cluster itself, through the kubeconfig Cluster API
 			// wrote (the management cluster when it is self-managed).
 			nodes, err := clusterOf(ctx, mc.cluster, plan.Settings.Cluster.Name)

@@ -11,6 +11,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/apply"
 	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/readiness"
 	"cluster-init.dev/cluster-init/internal/values"
 )
@@ -34,6 +35,15 @@ func ensureBootstrapCluster(ctx context.Context, s *session, v values.Settings) 
 		}
 		if err := kindcluster.CheckMarker(ctx, c, env); err != nil {
 			return nil, fmt.Errorf("--kubeconfig %s: %w", s.opts.Kubeconfig, err)
+		}
+		// A management cluster must not bootstrap its own environment: it would create a second
+		// cluster of the same name next to itself.
+		if st, _, err := managementstate.Read(ctx, c.Client); err != nil {
+			return nil, err
+		} else if st.Adopted {
+			return nil, fmt.Errorf("--kubeconfig %s is the adopted management cluster of %s: run `bootstrap %s --kubeconfig %s --adopt` or `bootstrap apply %s`", s.opts.Kubeconfig, env, env, s.opts.Kubeconfig, env)
+		} else if st.SelfManaged {
+			return nil, fmt.Errorf("--kubeconfig %s is the self-managed management cluster of %s: run `bootstrap apply %s`", s.opts.Kubeconfig, env, env)
 		}
 		if err := kindcluster.WriteMarker(ctx, c, env); err != nil {
 			return nil, err

@@ -10,25 +10,38 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/machines"
+	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/names"
 )
 
 // connectManagement connects to the management cluster the bootstrap wrote the kubeconfig of (or
 // the one given with --kubeconfig).
-func connectManagement(s *session) (*bootstrapCluster, error) {
+func connectManagement(ctx context.Context, s *session) (*bootstrapCluster, managementstate.State, error) {
+	var st managementstate.State
 	path := s.opts.Kubeconfig
 	if path == "" {
 		path = ManagementKubeconfig(s.opts.StateDir, s.opts.Env.Name)
 		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("no management cluster for environment %s (%s): bootstrap it first, or give --kubeconfig", s.opts.Env.Name, path)
+			return nil, st, fmt.Errorf("no management cluster for environment %s (%s): bootstrap it first, or give --kubeconfig", s.opts.Env.Name, path)
 		}
 	}
 	c, err := kube.Load("management", path, s.opts.Context)
 	if err != nil {
-		return nil, err
+		return nil, st, err
 	}
-	s.out.Log("management cluster: %s (%s)", c.Config.Host, path)
-	return &bootstrapCluster{cluster: c}, nil
+	st, found, err := managementstate.Read(ctx, c.Client)
+	if err != nil {
+		return nil, st, err
+	}
+	if !found || !st.Managed() {
+		return nil, st, fmt.Errorf("%s (%s) is not a management cluster of cluster-init yet (no pivot has finished there, it was not adopted): run `bootstrap %s` to finish its bootstrap", c.Config.Host, path, s.opts.Env.Name)
+	}
+	how := "self-managed"
+	if st.Adopted {
+		how = "adopted"
+	}
+	s.out.Log("management cluster: %s (%s), %s", c.Config.Host, path, how)
+	return &bootstrapCluster{cluster: c}, st, nil
 }
 
 // settleMachines waits until the cluster has the machines its definitions ask for, every one with

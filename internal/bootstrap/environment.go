@@ -59,7 +59,8 @@ func applyRelease(ctx context.Context, s *session, c *kube.Cluster, plan *render
 		return err
 	}
 
-	opts := s.renderOptions(plan.Graph.Context, src.values)
+	opts := plan.Options
+	opts.Source = src.values
 	opts.Units = []string{release.Name}
 	opts.SecretsRevision = revision
 	res, err := s.renderer.Render(ctx, opts)

@@ -9,7 +9,7 @@ import (
 
 // installFlux applies Flux from kustomize-components/flux-system and waits for it.
 func installFlux(ctx context.Context, s *session, c *kube.Cluster) error {
-	objs, err := s.renderer.Build(ctx, "flux-system", "./kustomize-components/flux-system", nil)
+	objs, err := s.renderer.Flux(ctx)
 	if err != nil {
 		return err
 	}

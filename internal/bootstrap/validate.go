@@ -7,13 +7,11 @@ import (
 	"os"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"cluster-init.dev/cluster-init/internal/kube"
-	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/validate"
+	"cluster-init.dev/cluster-init/internal/values"
 )
 
 // validateBootstrap checks the environment in every context before anything is created, and
@@ -42,8 +40,10 @@ func validateBootstrap(ctx context.Context, s *session, src *publishedSource) (*
 }
 
 // validateManagement checks the environment as its management cluster renders it after the pivot.
-func validateManagement(ctx context.Context, s *session, src *publishedSource) (*render.Result, error) {
-	res, err := s.renderer.Render(ctx, s.renderOptions(render.ContextManagement, src.values))
+func validateManagement(ctx context.Context, s *session, src *publishedSource, state managementstate.State) (*render.Result, error) {
+	opts := s.renderOptions(render.ContextManagement, src.values)
+	opts.State = []values.Layer{state.Layer()}
+	res, err := s.renderer.Render(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("environment %s is invalid, nothing was changed:\n%w", s.opts.Env.Name, err)
 	}
@@ -68,9 +68,13 @@ func refuseSelfManaged(ctx context.Context, stateDir, env string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cm := &corev1.ConfigMap{}
-	if err := m.Client.Get(ctx, client.ObjectKey{Namespace: names.Namespace, Name: names.StateConfigMap}, cm); err != nil {
+	st, _, err := managementstate.Read(ctx, m.Client)
+	if err != nil {
 		return fmt.Errorf("environment %s was bootstrapped (kubeconfig %s) but its management cluster does not answer (%v): if it is gone, remove %s and run again", env, path, err, path)
 	}
-	return fmt.Errorf("environment %s is already bootstrapped and self-managed (kubeconfig %s): use `bootstrap apply %s` to change it", env, path, env)
+	how := "bootstrapped and self-managed"
+	if st.Adopted {
+		how = "adopted by an existing cluster as its management cluster"
+	}
+	return fmt.Errorf("environment %s is already %s (kubeconfig %s): use `bootstrap apply %s` to change it", env, how, path, env)
 }

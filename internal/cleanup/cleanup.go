@@ -13,12 +13,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/pivot"
 )
 
@@ -36,6 +38,8 @@ type Target struct {
 	// Record lists the containers of the environment's clusters (RecordContainers): what is
 	// removed directly when the clusters cannot say it any more. Removed at the end.
 	Record string
+	// Flux builds the Flux objects bootstrap installs: what is removed from an adopted cluster.
+	Flux func(context.Context) ([]*unstructured.Unstructured, error)
 }
 
 // Run removes the target, reporting each step. Containers are removed directly only when they
@@ -70,6 +74,13 @@ func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string,
 			return fmt.Errorf("the management kubeconfig %s: %w", t.ManagementKubeconfig, err)
 		}
 		remember(management)
+		st, _, err := managementstate.Read(ctx, management.Client)
+		if err != nil {
+			log("could not read the state of the management cluster: %v", err)
+		}
+		if st.Adopted {
+			return removeAdopted(ctx, management, t, owned, log)
+		}
 	}
 	exists, err := m.Exists(t.Kind)
 	if err != nil {
@@ -112,6 +123,35 @@ func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string,
 	if err := removeContainers(ctx, append(workloads, t.Cluster), owned, log); err != nil {
 		return err
 	}
+	return forget(t, log)
+}
+
+// removeAdopted removes what cluster-init installed into the adopted management cluster and
+// the workload clusters it made, and leaves the cluster itself running.
+func removeAdopted(ctx context.Context, m *kube.Cluster, t Target, owned Owned, log func(string, ...any)) error {
+	log("the management cluster of %s is adopted (%s): removing what cluster-init installed, the cluster itself stays", t.Environment, m.Config.Host)
+	if t.Flux == nil {
+		return fmt.Errorf("cleanup of an adopted cluster: no Flux objects to remove")
+	}
+	flux, err := t.Flux(ctx)
+	if err != nil {
+		return err
+	}
+	workloads, err := uninstall(ctx, m, flux, log)
+	if err != nil {
+		return err
+	}
+	// Their machines, should Cluster API have left one.
+	if t.CAPD && len(workloads) > 0 {
+		if err := removeContainers(ctx, workloads, owned, log); err != nil {
+			return err
+		}
+	}
+	return forget(t, log)
+}
+
+// forget removes the environment's management kubeconfig and containers record.
+func forget(t Target, log func(string, ...any)) error {
 	for _, path := range []string{t.ManagementKubeconfig, t.Record} {
 		if path == "" {
 			continue

@@ -15,13 +15,12 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/machines"
+	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/readiness"
-	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/units"
 )
 
@@ -202,17 +201,8 @@ func (p *pivot) adopt(ctx context.Context, st *State) error {
 	if err != nil {
 		return err
 	}
-	state, err := yaml.Marshal(render.SelfManaged().Data)
-	if err != nil {
+	if err := managementstate.Write(ctx, m.Client, names.FieldManager+"-pivot", managementstate.State{SelfManaged: true}); err != nil {
 		return err
-	}
-	cm := &corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: names.StateConfigMap, Labels: names.Labels(true)},
-		Data:       map[string]string{names.ValuesKey: string(state)},
-	}
-	if err := serverSideApply(ctx, m.Client, cm); err != nil {
-		return fmt.Errorf("record self_managed in the management cluster: %w", err)
 	}
 	return p.waitFor(ctx, "the management cluster to reconcile its own definitions", func(ctx context.Context) (bool, string, error) {
 		u, err := readiness.ReadUnits(ctx, m.Client, p.Namespace)

@@ -11,6 +11,7 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/checkout"
 	"cluster-init.dev/cluster-init/internal/environment"
+	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/values"
 	"cluster-init.dev/cluster-init/internal/versions"
@@ -105,7 +106,7 @@ func kustomizationEdges(res *render.Result) (units []string, edges []string) {
 }
 
 func selfManaged() values.Layer {
-	return render.SelfManaged()
+	return managementstate.State{SelfManaged: true}.Layer()
 }
 
 func unstructuredString(obj map[string]any, fields ...string) (string, bool, error) {

@@ -59,6 +59,9 @@ type Options struct {
 	Overrides []values.Layer
 	// Source, if set, replaces the `source` values (what bootstrap computes for the checkout).
 	Source map[string]any
+	// State are the values layers of the cluster's state (managementstate: self_managed after the
+	// pivot, adopted), last, as the release reads its state ConfigMap last.
+	State []values.Layer
 	// SecretsRevision is what bootstrap read back of the Secrets it applied (their resource
 	// versions): a value of the release, so that a change of credentials alone changes what the
 	// management-configs Job carries and the copy runs again, with nothing derived from a secret.
@@ -108,6 +111,8 @@ type Result struct {
 	Values
 	Graph   *units.Graph
 	Objects []Object
+	// Options are the options it was rendered with.
+	Options Options
 }
 
 // Renderer renders the environments of one checkout. It takes one snapshot of the source (what the
@@ -149,6 +154,12 @@ func (r *Renderer) Close() error { return os.RemoveAll(r.snapshot) }
 
 // Snapshot is the directory holding the source as the clusters receive it.
 func (r *Renderer) Snapshot() string { return r.snapshot }
+
+// Flux is Flux's controllers as bootstrap installs them into a cluster (and cleanup removes them
+// from an adopted one).
+func (r *Renderer) Flux(ctx context.Context) ([]*unstructured.Unstructured, error) {
+	return r.Build(ctx, "flux-system", "./kustomize-components/flux-system", nil)
+}
 
 // Build renders a kustomize component of the source as a Flux Kustomization named name would,
 // with inline postBuild substitutions.
@@ -224,6 +235,7 @@ func Layers(repoRoot string, opts Options) ([]values.Layer, error) {
 	if v := bootstrapValues(opts); len(v) > 0 {
 		layers = append(layers, values.FromMap("(source of bootstrap)", v))
 	}
+	layers = append(layers, opts.State...)
 	return layers, nil
 }
 
@@ -238,12 +250,6 @@ func bootstrapValues(opts Options) map[string]any {
 		v["secrets_revision"] = opts.SecretsRevision
 	}
 	return v
-}
-
-// SelfManaged is the values layer of a management cluster after the pivot: what the pivot records
-// in its state ConfigMap, so that its release renders its own cluster definitions.
-func SelfManaged() values.Layer {
-	return values.FromMap("(state after the pivot)", map[string]any{"self_managed": true})
 }
 
 // Unchecked merges the values of a release without checking them: for commands that must work
@@ -300,7 +306,7 @@ func (r *Renderer) Render(ctx context.Context, opts Options) (*Result, error) {
 	}
 	layers := vals.Layers
 	fallback := values.Origin{File: opts.Env.Layers[0].File}
-	res := &Result{Values: *vals}
+	res := &Result{Values: *vals, Options: opts}
 
 	// What the bootstrap command applies itself: the environment, the --values overrides and the
 	// source values, each a valuesFrom layer of the cluster-init HelmRelease.

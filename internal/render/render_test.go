@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/testenv"
@@ -354,5 +355,40 @@ func TestSecretsRevisionChangesTheCopyJob(t *testing.T) {
 	a, b, again := checksum("cluster-init-secrets=100"), checksum("cluster-init-secrets=101"), checksum("cluster-init-secrets=100")
 	if a == b || a != again {
 		t.Errorf("checksums %s, %s, %s: want a change with the revision and none without", a, b, again)
+	}
+}
+
+// An adopted management cluster (bootstrap --adopt) runs the providers and its workload clusters
+// from git, and never defines the cluster it runs on, even if a state said self_managed too.
+func TestAnAdoptedClusterDefinesNoClusterOfItsOwn(t *testing.T) {
+	root := testenv.Checkout(t)
+	env := testenv.Environment(t, root, "kubeadm-capd")
+	git := map[string]any{"type": "git", "url": "http://git.test/cluster-init.git", "ref": map[string]any{"branch": "main"},
+		"secret_ref": "cluster-init-git-auth", "environment": "environment-values/kubeadm-capd"}
+	for _, st := range []managementstate.State{{Adopted: true}, {Adopted: true, SelfManaged: true}} {
+		res, err := render.Render(t.Context(), root, kubeVersion(t, root), render.Options{Env: env, Context: render.ContextManagement,
+			Source: git, State: []values.Layer{st.Layer()}})
+		if err != nil {
+			t.Fatalf("render with state %+v: %v", st, err)
+		}
+		enabled := map[string]bool{}
+		for _, u := range res.Graph.Enabled() {
+			enabled[u.Name] = true
+		}
+		for _, u := range []string{"cluster", "cni", "cluster-ready", "metrics-server"} {
+			if enabled[u] {
+				t.Errorf("state %+v: unit %s is enabled: the adopted cluster would define itself", st, u)
+			}
+		}
+		for _, u := range []string{"cluster-init", "cert-manager", "capi", "cabpk", "capd", "environment", "workload-clusters"} {
+			if !enabled[u] {
+				t.Errorf("state %+v: unit %s is not enabled", st, u)
+			}
+		}
+		for _, o := range res.Objects {
+			if o.Object.GetKind() == "Cluster" || o.Object.GetKind() == "KubeadmControlPlane" {
+				t.Errorf("state %+v: renders %s %s", st, o.Object.GetKind(), o.Object.GetName())
+			}
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/schemas"
 	"cluster-init.dev/cluster-init/internal/values"
@@ -20,9 +21,10 @@ import (
 
 // Target is one way an environment is rendered.
 type Target struct {
-	Name      string
-	Context   string
-	Overrides []values.Layer
+	Name    string
+	Context string
+	// State is the state of the cluster the release runs in (managementstate).
+	State []values.Layer
 }
 
 // Targets are the releases an environment becomes: it runs in the bootstrap cluster, then in the
@@ -33,8 +35,16 @@ func Targets() []Target {
 		{Name: render.ContextBootstrap, Context: render.ContextBootstrap},
 		{Name: "management (before pivot)", Context: render.ContextManagement},
 		{Name: "management (after pivot)", Context: render.ContextManagement,
-			Overrides: []values.Layer{render.SelfManaged()}},
+			State: []values.Layer{managementstate.State{SelfManaged: true}.Layer()}},
 	}
+}
+
+// AdoptedTargets is the one release an environment becomes when an existing cluster is adopted as
+// its management cluster (bootstrap --adopt): the management context that defines no cluster of
+// its own (and its workload clusters from git).
+func AdoptedTargets() []Target {
+	return []Target{{Name: "management (adopted)", Context: render.ContextManagement,
+		State: []values.Layer{managementstate.State{Adopted: true}.Layer()}}}
 }
 
 // Report sums up one validated target.
@@ -54,6 +64,11 @@ type Report struct {
 // committed to the checkout at repoRoot are validated too: each as the admission policy of the
 // management cluster will see it, then as its release. The error lists every problem.
 func Environment(ctx context.Context, r *render.Renderer, repoRoot string, base render.Options) ([]Report, error) {
+	return EnvironmentAs(ctx, r, repoRoot, base, Targets())
+}
+
+// EnvironmentAs is Environment for the given targets.
+func EnvironmentAs(ctx context.Context, r *render.Renderer, repoRoot string, base render.Options, targets []Target) ([]Report, error) {
 	validator, err := schemas.New()
 	if err != nil {
 		return nil, err
@@ -69,10 +84,10 @@ func Environment(ctx context.Context, r *render.Renderer, repoRoot string, base 
 	var reports []Report
 	var problems findings
 	var afterPivot *render.Result
-	for _, t := range Targets() {
+	for _, t := range targets {
 		opts := base
 		opts.Context = t.Context
-		opts.Overrides = append(append([]values.Layer{}, base.Overrides...), t.Overrides...)
+		opts.State = append(append([]values.Layer{}, base.State...), t.State...)
 		res, err := r.Render(ctx, opts)
 		if err != nil {
 			var ps values.Problems
@@ -97,7 +112,7 @@ func Environment(ctx context.Context, r *render.Renderer, repoRoot string, base 
 			}
 		}
 		reports = append(reports, Report{Target: t.Name, Context: t.Context, Units: len(res.Graph.Order), Objects: len(res.Objects), Problems: problems.count(t.Name) - before, Result: res})
-		if len(t.Overrides) > 0 {
+		if len(t.State) > 0 {
 			afterPivot = res
 		}
 	}

@@ -176,7 +176,7 @@ func (c *checker) context() {
 		if l.Defaults || strings.HasPrefix(l.File, "charts/") || strings.HasPrefix(l.File, "(") {
 			continue
 		}
-		for _, key := range []string{"context", "self_managed", "secrets_revision"} {
+		for _, key := range []string{"context", "self_managed", "adopted", "secrets_revision"} {
 			if line, ok := l.Has([]string{key}); ok {
 				c.problems = append(c.problems, Problem{Origin: Origin{File: l.File, Line: line, Secret: l.Secret}, Key: key,
 					Message: "is set by cluster-init for each cluster the release runs in: expected no such key in a values file"})

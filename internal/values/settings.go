@@ -13,6 +13,8 @@ import (
 type Settings struct {
 	Context     string `json:"context"`
 	SelfManaged bool   `json:"self_managed"`
+	// Adopted: the management cluster existed before cluster-init (bootstrap --adopt).
+	Adopted bool `json:"adopted"`
 
 	Cluster          ClusterSettings          `json:"cluster"`
 	BootstrapCluster BootstrapClusterSettings `json:"bootstrap_cluster"`

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/apply"
+	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/source"
 	"cluster-init.dev/cluster-init/internal/testenv"
@@ -38,7 +39,7 @@ func plan(t *testing.T, dirs ...string) (*workloads.Plan, *render.Renderer, stri
 	t.Cleanup(func() { r.Close() })
 	// After the pivot: self_managed, from the pivot's state.
 	mgmt, err := r.Render(t.Context(), render.Options{Env: testenv.Environment(t, root, "kubeadm-capd"), Context: render.ContextManagement,
-		Overrides: []values.Layer{render.SelfManaged()}, Source: gitSource})
+		State: []values.Layer{managementstate.State{SelfManaged: true}.Layer()}, Source: gitSource})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestATenantCanDefineClustersOnly(t *testing.T) {
 	p, r, _ := plan(t, "wl1", "too-much")
 	root := testenv.Checkout(t)
 	mgmt, err := r.Render(t.Context(), render.Options{Env: testenv.Environment(t, root, "kubeadm-capd"), Context: render.ContextManagement,
-		Overrides: []values.Layer{render.SelfManaged()}, Source: gitSource, Units: []string{"workload-clusters"}})
+		State: []values.Layer{managementstate.State{SelfManaged: true}.Layer()}, Source: gitSource, Units: []string{"workload-clusters"}})
 	if err != nil {
 		t.Fatal(err)
 	}

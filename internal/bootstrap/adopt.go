@@ -1,0 +1,155 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cluster-init.dev/cluster-init/internal/adopt"
+	"cluster-init.dev/cluster-init/internal/atomicfile"
+	"cluster-init.dev/cluster-init/internal/kindcluster"
+	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/managementstate"
+	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/validate"
+)
+
+// Adopt makes an existing cluster the environment's management cluster (bootstrap ENV
+// --kubeconfig FILE --adopt): Flux is installed into it, and the cluster-init release runs there
+// in the management context with no cluster definitions of its own, recorded as adopted in the
+// cluster's state; the providers and the workload clusters then come from the environment's
+// source, as in a pivoted management cluster. Nothing creates, replaces or deletes the cluster
+// itself. Like Run, every phase is safe to run again.
+func Adopt(ctx context.Context, opts Options) (*Result, error) {
+	if opts.Kubeconfig == "" {
+		return &Result{}, errors.New("--adopt: name the cluster to adopt with --kubeconfig FILE (and --kube-context)")
+	}
+	s, err := newSession(opts)
+	if err != nil {
+		return &Result{}, err
+	}
+	defer s.close()
+
+	var (
+		plan *render.Result
+		mc   *bootstrapCluster // the adopted cluster
+		src  *publishedSource
+	)
+	return s.run(ctx, []phase{
+		{"validate", func(ctx context.Context) (err error) {
+			if src, err = planSource(ctx, s); err != nil {
+				return err
+			}
+			plan, err = validateAdopted(ctx, s, src)
+			return err
+		}},
+		{"cluster", func(ctx context.Context) (err error) {
+			mc, err = connectAdopted(ctx, s)
+			return err
+		}},
+		{"flux", func(ctx context.Context) error {
+			return installFlux(ctx, s, mc.cluster)
+		}},
+		{"source", func(ctx context.Context) (err error) {
+			src, err = publishSource(ctx, s, mc, plan.Settings, src)
+			return err
+		}},
+		{"environment", func(ctx context.Context) error {
+			if err := applyRelease(ctx, s, mc.cluster, plan, src); err != nil {
+				return err
+			}
+			// The state goes in once its namespace exists (applied with the release): the release,
+			// which reads it last, then renders as adopted from its first upgrade on.
+			if err := managementstate.Write(ctx, mc.cluster.Client, names.FieldManager, managementstate.State{Adopted: true}); err != nil {
+				return err
+			}
+			return reconcileRelease(ctx, s, mc.cluster)
+		}},
+		{"units", func(ctx context.Context) error {
+			return followUnits(ctx, s, mc, plan.Settings)
+		}},
+		{"finish", func(ctx context.Context) error {
+			path := ManagementKubeconfig(s.opts.StateDir, s.opts.Env.Name)
+			if err := atomicfile.Write(path, mc.cluster.Kubeconfig, 0o600); err != nil {
+				return err
+			}
+			s.result.Management = path
+			s.out.Log("%s is the management cluster of %s: its Flux reconciles its own units; Cluster API does not manage it", mc.cluster.Config.Host, s.opts.Env.Name)
+			s.out.Log("kubeconfig of the management cluster (mode 0600): %s", path)
+			return nil
+		}},
+	})
+}
+
+// validateAdopted checks the environment as the adopted cluster renders it (and its workload
+// clusters, with a git source), before anything is changed.
+func validateAdopted(ctx context.Context, s *session, src *publishedSource) (*render.Result, error) {
+	reports, err := validate.EnvironmentAs(ctx, s.renderer, s.opts.RepoRoot, s.renderOptions("", src.values), validate.AdoptedTargets())
+	if err != nil {
+		return nil, fmt.Errorf("environment %s is invalid, nothing was changed:\n%w", s.opts.Env.Name, err)
+	}
+	var plan *render.Result
+	for _, r := range reports {
+		s.out.Log("%s: %d units, %d objects valid", r.Target, r.Units, r.Objects)
+		if r.Context == render.ContextManagement && plan == nil {
+			plan = r.Result
+		}
+	}
+	if plan == nil {
+		return nil, fmt.Errorf("environment %s has no management context: is it a workload cluster's?", s.opts.Env.Name)
+	}
+	return plan, nil
+}
+
+// connectAdopted connects to the cluster to adopt and checks that it may be: not another
+// environment's, not a cluster-init management cluster already (self-managed, or adopted by
+// another environment), and running no Flux, cert-manager or Cluster API that cluster-init did
+// not install (unless told to take them over).
+func connectAdopted(ctx context.Context, s *session) (*bootstrapCluster, error) {
+	env := s.opts.Env.Name
+	c, err := kube.Load("management", s.opts.Kubeconfig, s.opts.Context)
+	if err != nil {
+		return nil, err
+	}
+	if err := kindcluster.CheckMarker(ctx, c, env); err != nil {
+		return nil, fmt.Errorf("--kubeconfig %s: %w", s.opts.Kubeconfig, err)
+	}
+	st, found, err := managementstate.Read(ctx, c.Client)
+	if err != nil {
+		return nil, err
+	}
+	if found && st.SelfManaged {
+		return nil, fmt.Errorf("--kubeconfig %s is a self-managed cluster-init management cluster: use `bootstrap apply %s --kubeconfig %s` to change it", s.opts.Kubeconfig, env, s.opts.Kubeconfig)
+	}
+	// The environment bootstrapped from this cluster (--kubeconfig without --adopt) defines its
+	// cluster here: the management release would delete it.
+	defined := &clusterv1.ClusterList{}
+	if err := c.Client.List(ctx, defined, client.InNamespace(names.Namespace)); err != nil && !apimeta.IsNoMatchError(err) {
+		return nil, fmt.Errorf("look for clusters defined in %s: %w", names.Namespace, err)
+	}
+	for _, cl := range defined.Items {
+		return nil, fmt.Errorf("--kubeconfig %s defines Cluster %s/%s (bootstrap %s --kubeconfig without --adopt): adopting it would delete that cluster; run `bootstrap cleanup %s` first, or keep using it that way", s.opts.Kubeconfig, cl.Namespace, cl.Name, env, env)
+	}
+	foreign, err := adopt.Foreign(ctx, c.Client)
+	if err != nil {
+		return nil, err
+	}
+	if len(foreign) > 0 {
+		if !s.opts.TakeOver {
+			return nil, fmt.Errorf("--kubeconfig %s: %w", s.opts.Kubeconfig, adopt.Refusal(foreign))
+		}
+		for _, f := range foreign {
+			s.out.Log("taking over %s (--take-over)", f)
+		}
+	}
+	if err := kindcluster.WriteMarker(ctx, c, env); err != nil {
+		return nil, err
+	}
+	s.out.Log("adopting %s (%s) as the management cluster of %s: nothing will create, replace or delete it", c.Config.Host, s.opts.Kubeconfig, env)
+	return &bootstrapCluster{cluster: c}, nil
+}

@@ -1,0 +1,77 @@
+// Package managementstate is the state of a management cluster, kept in the cluster itself as the
+// last values layer of its cluster-init release (ConfigMap names.StateConfigMap): self_managed
+// once the pivot has moved its definitions in, adopted when the cluster existed before
+// cluster-init. The CLI reads it to render what the cluster renders.
+package managementstate
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/values"
+)
+
+// State is what the state ConfigMap says.
+type State struct {
+	SelfManaged bool `json:"self_managed"`
+	Adopted     bool `json:"adopted"`
+}
+
+// Managed: the cluster is a management cluster (self-managed or adopted), not one still being
+// bootstrapped.
+func (s State) Managed() bool { return s.SelfManaged || s.Adopted }
+
+// Layer is the state as the values layer the release reads.
+func (s State) Layer() values.Layer {
+	m := map[string]any{}
+	if s.SelfManaged {
+		m["self_managed"] = true
+	}
+	if s.Adopted {
+		m["adopted"] = true
+	}
+	return values.FromMap("(state of the management cluster, ConfigMap "+names.Namespace+"/"+names.StateConfigMap+")", m)
+}
+
+// Read reads the state of the cluster; found is false when it has none (no pivot finished, not
+// adopted).
+func Read(ctx context.Context, c client.Reader) (st State, found bool, err error) {
+	cm := &corev1.ConfigMap{}
+	err = c.Get(ctx, client.ObjectKey{Namespace: names.Namespace, Name: names.StateConfigMap}, cm)
+	if apierrors.IsNotFound(err) {
+		return st, false, nil
+	}
+	if err != nil {
+		return st, false, fmt.Errorf("read the state of the management cluster (ConfigMap %s/%s): %w", names.Namespace, names.StateConfigMap, err)
+	}
+	if err := yaml.Unmarshal([]byte(cm.Data[names.ValuesKey]), &st); err != nil {
+		return st, true, fmt.Errorf("the state of the management cluster (ConfigMap %s/%s): %w", names.Namespace, names.StateConfigMap, err)
+	}
+	return st, true, nil
+}
+
+// Write records the state in the cluster (server-side apply as owner); helm-controller upgrades
+// the release when it changes (the ConfigMap is watched).
+func Write(ctx context.Context, c client.Client, owner string, st State) error {
+	data, err := yaml.Marshal(st.Layer().Data)
+	if err != nil {
+		return err
+	}
+	cm := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: names.Namespace, Name: names.StateConfigMap, Labels: names.Labels(true)},
+		Data:       map[string]string{names.ValuesKey: string(data)},
+	}
+	//nolint:staticcheck // client.Apply with a typed object is the documented server-side apply
+	if err := c.Patch(ctx, cm, client.Apply, client.FieldOwner(owner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("record the state of the management cluster (ConfigMap %s/%s): %w", names.Namespace, names.StateConfigMap, err)
+	}
+	return nil
+}
