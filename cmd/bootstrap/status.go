@@ -142,7 +142,10 @@ values, and works whatever they are.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
-			return cleanup.Run(cmd.Context(), kindcluster.New(dir, func(msg string) { fmt.Fprintln(out, "kind:", msg) }), cleanup.Target{
+			// Every wait inside is bounded; this bounds the requests to a cluster that stops answering.
+			ctx, cancel := context.WithTimeout(cmd.Context(), 45*time.Minute)
+			defer cancel()
+			return cleanup.Run(ctx, kindcluster.New(dir, func(msg string) { fmt.Fprintln(out, "kind:", msg) }), cleanup.Target{
 				Environment:          w.env.Name,
 				Kind:                 v.BootstrapCluster.Name,
 				Namespace:            names.Namespace,
@@ -150,6 +153,7 @@ values, and works whatever they are.`,
 				CAPD:                 v.Cluster.OnDocker(),
 				ManagementKubeconfig: bootstrap.ManagementKubeconfig(dir, w.env.Name),
 				Record:               bootstrap.ContainersRecord(dir, w.env.Name),
+				AdoptedRecord:        bootstrap.AdoptedRecord(dir, w.env.Name),
 				Flux: func(ctx context.Context) ([]*unstructured.Unstructured, error) {
 					r, err := w.renderer()
 					if err != nil {

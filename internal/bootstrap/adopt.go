@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,7 +51,7 @@ func Adopt(ctx context.Context, opts Options) (*Result, error) {
 			return err
 		}},
 		{"cluster", func(ctx context.Context) (err error) {
-			mc, err = connectAdopted(ctx, s)
+			mc, err = connectAdopted(ctx, s, plan)
 			return err
 		}},
 		{"flux", func(ctx context.Context) error {
@@ -74,13 +76,9 @@ func Adopt(ctx context.Context, opts Options) (*Result, error) {
 			return followUnits(ctx, s, mc, plan.Settings)
 		}},
 		{"finish", func(ctx context.Context) error {
-			path := ManagementKubeconfig(s.opts.StateDir, s.opts.Env.Name)
-			if err := atomicfile.Write(path, mc.cluster.Kubeconfig, 0o600); err != nil {
-				return err
-			}
-			s.result.Management = path
+			s.result.Management = ManagementKubeconfig(s.opts.StateDir, s.opts.Env.Name)
 			s.out.Log("%s is the management cluster of %s: its Flux reconciles its own units; Cluster API does not manage it", mc.cluster.Config.Host, s.opts.Env.Name)
-			s.out.Log("kubeconfig of the management cluster (mode 0600): %s", path)
+			s.out.Log("kubeconfig of the management cluster (mode 0600): %s", s.result.Management)
 			return nil
 		}},
 	})
@@ -110,11 +108,25 @@ func validateAdopted(ctx context.Context, s *session, src *publishedSource) (*re
 // environment's, not a cluster-init management cluster already (self-managed, or adopted by
 // another environment), and running no Flux, cert-manager or Cluster API that cluster-init did
 // not install (unless told to take them over).
-func connectAdopted(ctx context.Context, s *session) (*bootstrapCluster, error) {
+func connectAdopted(ctx context.Context, s *session, plan *render.Result) (*bootstrapCluster, error) {
 	env := s.opts.Env.Name
 	c, err := kube.Load("management", s.opts.Kubeconfig, s.opts.Context)
 	if err != nil {
 		return nil, err
+	}
+	// One management cluster per environment: not a second one next to a bootstrapped or
+	// adopted one, whose workload clusters it would run again from git.
+	kubeconfig := ManagementKubeconfig(s.opts.StateDir, env)
+	if saved, err := kube.FromFile("management", kubeconfig); err == nil && saved.Config.Host != c.Config.Host {
+		return nil, fmt.Errorf("environment %s has a management cluster already (%s, kubeconfig %s): run `bootstrap cleanup %s` first", env, saved.Config.Host, kubeconfig, env)
+	}
+	kind := kindcluster.New(s.opts.StateDir, func(string) {})
+	if exists, err := kind.Exists(plan.Settings.BootstrapCluster.Name); err != nil {
+		return nil, err
+	} else if exists {
+		if k, err := kind.Connect(plan.Settings.BootstrapCluster.Name); err == nil && kindcluster.CheckMarker(ctx, k, env) == nil {
+			return nil, fmt.Errorf("environment %s is being bootstrapped from kind cluster %s: finish it (`bootstrap %s`) or remove it (`bootstrap cleanup %s`) first", env, plan.Settings.BootstrapCluster.Name, env, env)
+		}
 	}
 	if err := kindcluster.CheckMarker(ctx, c, env); err != nil {
 		return nil, fmt.Errorf("--kubeconfig %s: %w", s.opts.Kubeconfig, err)
@@ -126,14 +138,11 @@ func connectAdopted(ctx context.Context, s *session) (*bootstrapCluster, error) 
 	if found && st.SelfManaged {
 		return nil, fmt.Errorf("--kubeconfig %s is a self-managed cluster-init management cluster: use `bootstrap apply %s --kubeconfig %s` to change it", s.opts.Kubeconfig, env, s.opts.Kubeconfig)
 	}
-	// The environment bootstrapped from this cluster (--kubeconfig without --adopt) defines its
-	// cluster here: the management release would delete it.
-	defined := &clusterv1.ClusterList{}
-	if err := c.Client.List(ctx, defined, client.InNamespace(names.Namespace)); err != nil && !apimeta.IsNoMatchError(err) {
-		return nil, fmt.Errorf("look for clusters defined in %s: %w", names.Namespace, err)
-	}
-	for _, cl := range defined.Items {
-		return nil, fmt.Errorf("--kubeconfig %s defines Cluster %s/%s (bootstrap %s --kubeconfig without --adopt): adopting it would delete that cluster; run `bootstrap cleanup %s` first, or keep using it that way", s.opts.Kubeconfig, cl.Namespace, cl.Name, env, env)
+	// Clusters defined here that are not the tenants' workload clusters: the environment's own
+	// cluster (bootstrap --kubeconfig without --adopt), which the management release would delete,
+	// or someone else's, which cleanup would delete; maybe the cluster's own definition.
+	if err := refuseDefinedClusters(ctx, c, s.opts.Kubeconfig, env); err != nil {
+		return nil, err
 	}
 	foreign, err := adopt.Foreign(ctx, c.Client)
 	if err != nil {
@@ -150,6 +159,47 @@ func connectAdopted(ctx context.Context, s *session) (*bootstrapCluster, error) 
 	if err := kindcluster.WriteMarker(ctx, c, env); err != nil {
 		return nil, err
 	}
+	// Kept from now on, so that status and cleanup find the cluster even if the adoption stops
+	// half-way; the record says cleanup must leave the cluster itself.
+	if err := atomicfile.Write(kubeconfig, c.Kubeconfig, 0o600); err != nil {
+		return nil, err
+	}
+	if err := atomicfile.Write(AdoptedRecord(s.opts.StateDir, env), []byte(c.Config.Host+"\n"), 0o600); err != nil {
+		return nil, err
+	}
 	s.out.Log("adopting %s (%s) as the management cluster of %s: nothing will create, replace or delete it", c.Config.Host, s.opts.Kubeconfig, env)
 	return &bootstrapCluster{cluster: c}, nil
+}
+
+// AdoptedRecord is where bootstrap --adopt records that the environment's management cluster was
+// adopted (its API server's address): cleanup leaves such a cluster, even when its own state is
+// gone or it does not answer.
+func AdoptedRecord(stateDir, env string) string {
+	return filepath.Join(stateDir, "environments", env, "adopted")
+}
+
+// refuseDefinedClusters refuses a cluster that defines Cluster API clusters other than the
+// workload clusters of cluster-init's tenants.
+func refuseDefinedClusters(ctx context.Context, c *kube.Cluster, kubeconfig, env string) error {
+	defined := &clusterv1.ClusterList{}
+	if err := c.Client.List(ctx, defined); err != nil {
+		if apimeta.IsNoMatchError(err) {
+			return nil
+		}
+		return fmt.Errorf("look for the clusters defined in the cluster: %w", err)
+	}
+	for _, cl := range defined.Items {
+		ns := &corev1.Namespace{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Name: cl.Namespace}, ns); err != nil {
+			return fmt.Errorf("read namespace %s: %w", cl.Namespace, err)
+		}
+		if _, tenant := ns.Labels[names.TenantLabel]; tenant {
+			continue
+		}
+		if cl.Namespace == names.Namespace {
+			return fmt.Errorf("--kubeconfig %s defines Cluster %s/%s (bootstrap %s --kubeconfig without --adopt): adopting it would delete that cluster; run `bootstrap cleanup %s` first, or keep using it that way", kubeconfig, cl.Namespace, cl.Name, env, env)
+		}
+		return fmt.Errorf("--kubeconfig %s defines Cluster %s/%s, which cluster-init did not make: cleanup would delete it (it may be the cluster's own definition); manage it elsewhere first", kubeconfig, cl.Namespace, cl.Name)
+	}
+	return nil
 }

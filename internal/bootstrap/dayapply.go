@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/managementstate"
@@ -29,12 +30,16 @@ func connectManagement(ctx context.Context, s *session) (*bootstrapCluster, mana
 	if err != nil {
 		return nil, st, err
 	}
+	// An adopted cluster carries the mark of its environment: not another's values into it.
+	if err := kindcluster.CheckMarker(ctx, c, s.opts.Env.Name); err != nil {
+		return nil, st, fmt.Errorf("%s: %w", path, err)
+	}
 	st, found, err := managementstate.Read(ctx, c.Client)
 	if err != nil {
 		return nil, st, err
 	}
 	if !found || !st.Managed() {
-		return nil, st, fmt.Errorf("%s (%s) is not a management cluster of cluster-init yet (no pivot has finished there, it was not adopted): run `bootstrap %s` to finish its bootstrap", c.Config.Host, path, s.opts.Env.Name)
+		return nil, st, fmt.Errorf("%s (%s) is not a management cluster of cluster-init yet (no pivot has finished there, no adoption): finish its bootstrap with `bootstrap %s` (or `bootstrap %s --kubeconfig FILE --adopt`)", c.Config.Host, path, s.opts.Env.Name, s.opts.Env.Name)
 	}
 	how := "self-managed"
 	if st.Adopted {

@@ -9,7 +9,9 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,15 +44,21 @@ func uninstall(ctx context.Context, c *kube.Cluster, flux []*unstructured.Unstru
 	if err := suspendSources(ctx, c, log); err != nil {
 		return nil, err
 	}
-	workloads, err := deleteAllClusters(ctx, c, log)
+	workloads, err := deleteWorkloadClustersOf(ctx, c, log)
 	if err != nil {
-		return workloads, err
+		// Their containers are removed directly afterwards.
+		log("%v: going on", err)
 	}
 	if err := deleteUnits(ctx, c, log); err != nil {
 		return workloads, err
 	}
 	log("deleting namespace %s (the release, its values and sources)", names.Namespace)
 	if err := deleteAndWait(ctx, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: names.Namespace}}, log); err != nil {
+		return workloads, err
+	}
+	// As `flux uninstall` does: what Flux objects are left (a taken-over installation's) are let
+	// go without garbage collection, then the controllers and the CRDs go.
+	if err := releaseFluxObjects(ctx, c, log); err != nil {
 		return workloads, err
 	}
 	log("deleting Flux (%d objects)", len(flux))
@@ -68,13 +76,9 @@ func uninstall(ctx context.Context, c *kube.Cluster, flux []*unstructured.Unstru
 // and everything of the tenants (their Kustomizations and their clusters' releases): from then on
 // only cleanup removes things, and nothing comes back from git.
 func suspendSources(ctx context.Context, c *kube.Cluster, log func(string, ...any)) error {
-	tenants := &corev1.NamespaceList{}
-	if err := c.Client.List(ctx, tenants, client.HasLabels{names.TenantLabel}); err != nil {
-		return fmt.Errorf("list the tenants' namespaces: %w", err)
-	}
-	var namespaces []string
-	for _, ns := range tenants.Items {
-		namespaces = append(namespaces, ns.Name)
+	namespaces, err := tenantNamespaces(ctx, c)
+	if err != nil {
+		return err
 	}
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":true}}`))
 	suspend := func(obj client.Object) error {
@@ -83,8 +87,15 @@ func suspendSources(ctx context.Context, c *kube.Cluster, log func(string, ...an
 		}
 		return nil
 	}
-	if err := suspend(&helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: names.Namespace, Name: names.Release}}); err != nil {
-		return err
+	// The sources first: no new commit arrives while cleanup runs.
+	for _, src := range []client.Object{
+		&sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Namespace: names.Namespace, Name: names.SourceRepository}},
+		&sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: names.Namespace, Name: names.SourceRepository}},
+		&helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: names.Namespace, Name: names.Release}},
+	} {
+		if err := suspend(src); err != nil {
+			return err
+		}
 	}
 	// The units that apply the release and its values, as the release's graph names them.
 	u, err := readiness.ReadUnits(ctx, c.Client, names.Namespace)
@@ -125,44 +136,66 @@ func suspendSources(ctx context.Context, c *kube.Cluster, log func(string, ...an
 	return nil
 }
 
-// deleteAllClusters deletes every Cluster API cluster the adopted cluster manages (the workload
-// clusters: it defines none of its own) through Cluster API, which still runs, and waits until
-// they are gone.
-func deleteAllClusters(ctx context.Context, c *kube.Cluster, log func(string, ...any)) ([]string, error) {
-	list := &clusterv1.ClusterList{}
-	if err := c.Client.List(ctx, list); err != nil {
-		if isNoMatch(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("list the workload clusters: %w", err)
+// deleteWorkloadClustersOf deletes the workload clusters of the tenants (the Cluster API
+// clusters in their namespaces) through Cluster API, which still runs, and waits until they are
+// gone.
+func deleteWorkloadClustersOf(ctx context.Context, c *kube.Cluster, log func(string, ...any)) ([]string, error) {
+	tenants, err := tenantNamespaces(ctx, c)
+	if err != nil {
+		return nil, err
 	}
 	var workloads []string
-	for i := range list.Items {
-		cl := &list.Items[i]
-		workloads = append(workloads, cl.Name)
-		log("deleting workload cluster %s/%s (its machines go with it)", cl.Namespace, cl.Name)
-		if err := c.Client.Delete(ctx, cl); client.IgnoreNotFound(err) != nil {
-			return workloads, fmt.Errorf("delete Cluster %s/%s: %w", cl.Namespace, cl.Name, err)
+	var keys []client.ObjectKey
+	for _, ns := range tenants {
+		list := &clusterv1.ClusterList{}
+		if err := c.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			if isNoMatch(err) {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("list the workload clusters of tenant %s: %w", ns, err)
 		}
-	}
-	if len(workloads) == 0 {
-		return nil, nil
+		for i := range list.Items {
+			cl := &list.Items[i]
+			workloads = append(workloads, cl.Name)
+			keys = append(keys, client.ObjectKeyFromObject(cl))
+			log("deleting workload cluster %s/%s (its machines go with it)", cl.Namespace, cl.Name)
+			if err := c.Client.Delete(ctx, cl); client.IgnoreNotFound(err) != nil {
+				return workloads, fmt.Errorf("delete Cluster %s/%s: %w", cl.Namespace, cl.Name, err)
+			}
+		}
 	}
 	start := time.Now()
-	err := wait.PollUntilContextTimeout(ctx, 3*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
-		left := &clusterv1.ClusterList{}
-		if err := c.Client.List(ctx, left); err != nil {
-			return false, nil
+	last := start
+	err = wait.PollUntilContextTimeout(ctx, 3*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		left := 0
+		for _, k := range keys {
+			if err := c.Client.Get(ctx, k, &clusterv1.Cluster{}); !apierrors.IsNotFound(err) {
+				left++
+			}
 		}
-		if len(left.Items) > 0 {
-			log("waiting for %d workload clusters to be deleted (%s)", len(left.Items), time.Since(start).Round(time.Second))
+		if left > 0 && time.Since(last) > 15*time.Second {
+			log("waiting for %d workload clusters to be deleted (%s)", left, time.Since(start).Round(time.Second))
+			last = time.Now()
 		}
-		return len(left.Items) == 0, nil
+		return left == 0, nil
 	})
 	if err != nil {
-		return workloads, fmt.Errorf("the workload clusters are still being deleted after %s: %w", time.Since(start).Round(time.Second), err)
+		return workloads, fmt.Errorf("the workload clusters are still being deleted after %s", time.Since(start).Round(time.Second))
 	}
 	return workloads, nil
+}
+
+// tenantNamespaces are the namespaces of the tenants of workload clusters.
+func tenantNamespaces(ctx context.Context, c *kube.Cluster) ([]string, error) {
+	list := &corev1.NamespaceList{}
+	if err := c.Client.List(ctx, list, client.HasLabels{names.TenantLabel}); err != nil {
+		return nil, fmt.Errorf("list the tenants' namespaces: %w", err)
+	}
+	var out []string
+	for _, ns := range list.Items {
+		out = append(out, ns.Name)
+	}
+	return out, nil
 }
 
 // deleteUnits deletes the Kustomizations of the units, dependents first (in batches of those no
@@ -176,16 +209,14 @@ func deleteUnits(ctx context.Context, c *kube.Cluster, log func(string, ...any))
 		return fmt.Errorf("list the units: %w", err)
 	}
 	deps := map[string][]string{}
-	namespaces := map[string][]string{} // the namespaces each unit applied
+	applied := map[string]deletedWith{}
 	for _, k := range ks.Items {
-		namespaces[k.Name] = inventoryNamespaces(&k)
+		applied[k.Name] = inventoryOf(&k)
+		deps[k.Name] = []string{}
 		for _, d := range k.Spec.DependsOn {
 			if d.Namespace == "" || d.Namespace == names.Namespace {
 				deps[k.Name] = append(deps[k.Name], d.Name)
 			}
-		}
-		if deps[k.Name] == nil {
-			deps[k.Name] = []string{}
 		}
 	}
 	for _, batch := range dependentsFirst(deps) {
@@ -197,13 +228,31 @@ func deleteUnits(ctx context.Context, c *kube.Cluster, log func(string, ...any))
 			}
 		}
 		for _, name := range batch {
-			if err := waitGone(ctx, c, &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: names.Namespace, Name: name}}, log); err != nil {
+			released, err := waitGone(ctx, c, &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: names.Namespace, Name: name}}, log)
+			if err != nil {
 				return err
 			}
-			// Flux deleted its namespaces without waiting for them: what runs there goes before
-			// what it depends on.
-			for _, ns := range namespaces[name] {
-				if err := waitGone(ctx, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, log); err != nil {
+			if released {
+				continue // its garbage collection did not run: nothing of it is being deleted
+			}
+			// Flux deleted them without waiting: a release is uninstalled by helm-controller, a
+			// namespace empties. What runs there goes before what it depends on.
+			for _, hr := range applied[name].releases {
+				if _, err := waitGone(ctx, c, &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: hr.Namespace, Name: hr.Name}}, log); err != nil {
+					return err
+				}
+			}
+			gone := applied[name].namespaces
+			if len(applied[name].releases) > 0 {
+				// What the releases' uninstall deleted: the tenants' namespaces among them.
+				tenants, err := tenantNamespaces(ctx, c)
+				if err != nil {
+					return err
+				}
+				gone = append(gone, tenants...)
+			}
+			for _, ns := range gone {
+				if err := waitNamespaceGone(ctx, c, ns, log); err != nil {
 					return err
 				}
 			}
@@ -212,17 +261,30 @@ func deleteUnits(ctx context.Context, c *kube.Cluster, log func(string, ...any))
 	return nil
 }
 
-// inventoryNamespaces are the namespaces a Kustomization deletes with itself, as its inventory
-// says ("_<name>__Namespace").
-func inventoryNamespaces(k *kustomizev1.Kustomization) []string {
+// deletedWith is what a Kustomization deletes with itself, as its inventory says.
+type deletedWith struct {
+	namespaces []string
+	releases   []client.ObjectKey
+}
+
+// inventoryOf reads the namespaces ("_<name>__Namespace") and HelmReleases
+// ("<ns>_<name>_helm.toolkit.fluxcd.io_HelmRelease") a Kustomization deletes with itself.
+func inventoryOf(k *kustomizev1.Kustomization) deletedWith {
+	var out deletedWith
 	// Only a pruning Kustomization deletes what it applied.
 	if k.Status.Inventory == nil || !k.Spec.Prune || k.Spec.Suspend {
-		return nil
+		return out
 	}
-	var out []string
 	for _, e := range k.Status.Inventory.Entries {
-		if name, ok := strings.CutSuffix(strings.TrimPrefix(e.ID, "_"), "__Namespace"); ok && strings.HasPrefix(e.ID, "_") {
-			out = append(out, name)
+		parts := strings.Split(e.ID, "_")
+		if len(parts) != 4 {
+			continue
+		}
+		switch {
+		case parts[0] == "" && parts[2] == "" && parts[3] == "Namespace":
+			out.namespaces = append(out.namespaces, parts[1])
+		case parts[2] == helmv2.GroupVersion.Group && parts[3] == helmv2.HelmReleaseKind:
+			out.releases = append(out.releases, client.ObjectKey{Namespace: parts[0], Name: parts[1]})
 		}
 	}
 	return out
@@ -268,15 +330,39 @@ func deleteAndWait(ctx context.Context, c *kube.Cluster, obj client.Object, log 
 	if err := c.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete %s: %w", describe(obj), err)
 	}
-	return waitGone(ctx, c, obj, log)
+	_, err := waitGone(ctx, c, obj, log)
+	return err
 }
 
 // waitGone waits until obj is gone. Past stepTimeout its finalizers are released (their
-// controller will not finish): it is named, with what may be left behind.
-func waitGone(ctx context.Context, c *kube.Cluster, obj client.Object, log func(string, ...any)) error {
+// controller will not finish): it is named, with what they guarded, and released is true.
+func waitGone(ctx context.Context, c *kube.Cluster, obj client.Object, log func(string, ...any)) (released bool, err error) {
+	if err := waitDeleted(ctx, c, obj, log); err == nil || ctx.Err() != nil {
+		return false, err
+	}
+	if _, ns := obj.(*corev1.Namespace); ns {
+		// A namespace waits for its content (spec.finalizers), which nothing here can release.
+		log("%s is still being deleted after %s: going on", describe(obj), stepTimeout)
+		return false, nil
+	}
+	log("%s is still being deleted after %s: releasing its finalizers %v (what they guard may be left)", describe(obj), stepTimeout, obj.GetFinalizers())
+	if err := c.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); client.IgnoreNotFound(err) != nil {
+		return true, fmt.Errorf("release the finalizers of %s: %w", describe(obj), err)
+	}
+	return true, nil
+}
+
+// waitNamespaceGone waits until a namespace being deleted is gone.
+func waitNamespaceGone(ctx context.Context, c *kube.Cluster, name string, log func(string, ...any)) error {
+	_, err := waitGone(ctx, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, log)
+	return err
+}
+
+// waitDeleted polls until obj is not found, for stepTimeout, saying every 15s what it waits for.
+func waitDeleted(ctx context.Context, c *kube.Cluster, obj client.Object, log func(string, ...any)) error {
 	start := time.Now()
-	last := time.Now()
-	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, stepTimeout, true, func(ctx context.Context) (bool, error) {
+	last := start
+	return wait.PollUntilContextTimeout(ctx, 2*time.Second, stepTimeout, true, func(ctx context.Context) (bool, error) {
 		err := c.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
 		if apierrors.IsNotFound(err) {
 			return true, nil
@@ -287,14 +373,6 @@ func waitGone(ctx context.Context, c *kube.Cluster, obj client.Object, log func(
 		}
 		return false, nil
 	})
-	if err == nil || ctx.Err() != nil {
-		return err
-	}
-	log("%s is still being deleted after %s: releasing its finalizers %v (what they guard may be left)", describe(obj), stepTimeout, obj.GetFinalizers())
-	if err := c.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("release the finalizers of %s: %w", describe(obj), err)
-	}
-	return nil
 }
 
 func describe(obj client.Object) string {
@@ -309,3 +387,43 @@ func describe(obj client.Object) string {
 }
 
 func isNoMatch(err error) bool { return apimeta.IsNoMatchError(err) }
+
+// releaseFluxObjects lets go, without garbage collection, of every Flux object left in the
+// cluster (a taken-over installation's, or one whose controller could not finish): their
+// finalizers removed, then deleted, so that Flux's CRDs can go.
+func releaseFluxObjects(ctx context.Context, c *kube.Cluster, log func(string, ...any)) error {
+	crds := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := c.Client.List(ctx, crds); err != nil {
+		return fmt.Errorf("list the CRDs: %w", err)
+	}
+	for _, crd := range crds.Items {
+		if !strings.HasSuffix(crd.Spec.Group, ".toolkit.fluxcd.io") {
+			continue
+		}
+		version := ""
+		for _, v := range crd.Spec.Versions {
+			if v.Storage {
+				version = v.Name
+			}
+		}
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion(crd.Spec.Group + "/" + version)
+		list.SetKind(crd.Spec.Names.ListKind)
+		if err := c.Client.List(ctx, list); err != nil {
+			return fmt.Errorf("list the %s left: %w", crd.Spec.Names.Plural, err)
+		}
+		for i := range list.Items {
+			o := &list.Items[i]
+			log("letting go of %s %s/%s (no garbage collection)", o.GetKind(), o.GetNamespace(), o.GetName())
+			if len(o.GetFinalizers()) > 0 {
+				if err := c.Client.Patch(ctx, o, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); client.IgnoreNotFound(err) != nil {
+					return fmt.Errorf("release %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+				}
+			}
+			if err := c.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("delete %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+			}
+		}
+	}
+	return nil
+}

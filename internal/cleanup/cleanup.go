@@ -40,6 +40,9 @@ type Target struct {
 	Record string
 	// Flux builds the Flux objects bootstrap installs: what is removed from an adopted cluster.
 	Flux func(context.Context) ([]*unstructured.Unstructured, error)
+	// AdoptedRecord, when the file exists, says the management cluster was adopted (bootstrap
+	// --adopt): it stays, only what cluster-init installed goes. Removed at the end.
+	AdoptedRecord string
 }
 
 // Run removes the target, reporting each step. Containers are removed directly only when they
@@ -73,14 +76,16 @@ func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string,
 		if management, err = kube.FromFile("management", t.ManagementKubeconfig); err != nil {
 			return fmt.Errorf("the management kubeconfig %s: %w", t.ManagementKubeconfig, err)
 		}
-		remember(management)
+		_, recorded := os.Stat(t.AdoptedRecord)
 		st, _, err := managementstate.Read(ctx, management.Client)
-		if err != nil {
-			log("could not read the state of the management cluster: %v", err)
-		}
-		if st.Adopted {
+		if t.AdoptedRecord != "" && recorded == nil || err == nil && st.Adopted {
+			if err != nil {
+				return fmt.Errorf("the adopted management cluster of %s (%s) does not answer, nothing was removed: %w; if it is gone, remove %s and %s", t.Environment, management.Config.Host, err, t.ManagementKubeconfig, t.AdoptedRecord)
+			}
+			remember(management)
 			return removeAdopted(ctx, management, t, owned, log)
 		}
+		remember(management)
 	}
 	exists, err := m.Exists(t.Kind)
 	if err != nil {
@@ -150,9 +155,9 @@ func removeAdopted(ctx context.Context, m *kube.Cluster, t Target, owned Owned, 
 	return forget(t, log)
 }
 
-// forget removes the environment's management kubeconfig and containers record.
+// forget removes the environment's management kubeconfig and its records.
 func forget(t Target, log func(string, ...any)) error {
-	for _, path := range []string{t.ManagementKubeconfig, t.Record} {
+	for _, path := range []string{t.ManagementKubeconfig, t.Record, t.AdoptedRecord} {
 		if path == "" {
 			continue
 		}
