@@ -174,7 +174,7 @@ func deleteWorkloadClustersOf(ctx context.Context, c *kube.Cluster, log func(str
 			}
 		}
 		if left > 0 && time.Since(last) > 15*time.Second {
-			log("waiting for %d workload clusters to be deleted (%s)", left, time.Since(start).Round(time.Second))
+			log("waiting for the deletion of the workload clusters: %d left (%s)", left, time.Since(start).Round(time.Second))
 			last = time.Now()
 		}
 		return left == 0, nil

@@ -63,6 +63,20 @@ func TestAdoptAnExistingCluster(t *testing.T) {
 			t.Errorf("status lacks %q:\n%s", want, status)
 		}
 	}
+	// The adopted cluster is never bootstrapped as something else: not as a permanent bootstrap
+	// cluster, not next to a kind one.
+	for _, args := range [][]string{
+		{env, "--kubeconfig", kc, "--values", testbedVs, "--until", "bootstrap cluster"},
+		{env, "--values", testbedVs, "--until", "bootstrap cluster"},
+	} {
+		refused := bootstrap(t, ctx, nil, append(args, "--repo", r.dir, "--age-key-file", r.key, "--output", "plain")...)
+		if refused.err == nil || !strings.Contains(refused.output.String(), "adopted") {
+			t.Errorf("bootstrap %v on the adopted cluster was not refused as adopted:\n%s", args, refused.output.String())
+		}
+	}
+	if slices.Contains(kindClusters(t), "cluster-init-bootstrap") {
+		t.Error("a kind bootstrap cluster was created next to the adopted cluster")
+	}
 	// Running it again changes nothing and finishes.
 	again := bootstrap(t, ctx, nil, env, "--kubeconfig", kc, "--adopt", "--repo", r.dir, "--age-key-file", r.key, "--values", testbedVs, "--output", "plain")
 	again.report(t, "bootstrap --adopt again")
