@@ -84,6 +84,16 @@ func TestAdoptAnExistingCluster(t *testing.T) {
 		t.Fatalf("bootstrap --adopt again: %v", again.err)
 	}
 
+	// Day 2 works on it as on a pivoted management cluster, and still defines no cluster.
+	applied := bootstrap(t, ctx, nil, "apply", env, "--repo", r.dir, "--age-key-file", r.key, "--values", testbedVs, "--output", "plain")
+	applied.report(t, "apply "+env+" (adopted)")
+	if applied.err != nil || !strings.Contains(applied.output.String(), "adopted") {
+		t.Fatalf("apply on the adopted cluster: %v", applied.err)
+	}
+	if got := kubectlQuiet(kc, "get", "clusters.cluster.x-k8s.io", "-A", "-o", "name"); got != "" {
+		t.Errorf("the adopted cluster defines clusters after apply: %s", got)
+	}
+
 	// A workload cluster, by a commit, as from a pivoted management cluster.
 	wl1 := readFile(t, filepath.Join(repo, "environment-values/workload-clusters/example/cluster.yaml"))
 	r.write(t, "clusters/management/workload-clusters/wl1/cluster.yaml", wl1)
