@@ -26,6 +26,12 @@ func TestCommandsOnTheKubeadmCAPDEnvironment(t *testing.T) {
 		t.Fatalf("validate: %v\n%s", err, out)
 	}
 
+	// As an adopted management cluster: the management context with no definitions of its own.
+	out, err = run(t, "validate", "kubeadm-capd", "--adopt")
+	if err != nil || strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, "kubeadm-capd: management (adopted): ") || !strings.HasSuffix(out, " valid\n") {
+		t.Errorf("validate --adopt: %v\n%s", err, out)
+	}
+
 	out, err = run(t, "render", "kubeadm-capd")
 	if err != nil {
 		t.Fatal(err)

@@ -10,13 +10,15 @@ import (
 
 func newValidateCommand(g *globals) *cobra.Command {
 	var valueFiles []string
+	var adopted bool
 	cmd := &cobra.Command{
 		Use:   "validate ENV",
 		Short: "Check the environment offline: values, unit graph, builds and object schemas",
 		Long: `Check the environment offline in every context it runs in (bootstrap, then management before
 and after the pivot; or workload): its values against the chart's values.schema.json, the unit
 graph, the build of every enabled unit, and every resulting object against the schemas of the
-vendored components. Exits non-zero with every problem, each naming its file and key.`,
+vendored components. With --adopt, as an adopted management cluster renders it (bootstrap
+--adopt) instead. Exits non-zero with every problem, each naming its file and key.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w, err := g.openWithValues(args[0], valueFiles)
@@ -28,7 +30,11 @@ vendored components. Exits non-zero with every problem, each naming its file and
 				return err
 			}
 			defer r.Close()
-			reports, err := validate.Environment(cmd.Context(), r, w.root, w.renderOptions(""))
+			targets := validate.Targets()
+			if adopted {
+				targets = validate.AdoptedTargets()
+			}
+			reports, err := validate.EnvironmentAs(cmd.Context(), r, w.root, w.renderOptions(""), targets)
 			for _, r := range reports {
 				verdict := "valid"
 				if r.Problems > 0 {
@@ -43,5 +49,6 @@ vendored components. Exits non-zero with every problem, each naming its file and
 		},
 	}
 	addValuesFlag(cmd, &valueFiles)
+	cmd.Flags().BoolVar(&adopted, "adopt", false, "validate as an existing cluster adopted as the management cluster renders it (bootstrap ENV --kubeconfig FILE --adopt)")
 	return cmd
 }
