@@ -100,6 +100,7 @@ func bootstrap(t *testing.T, ctx context.Context, onLine func(string) bool, args
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	stopWatching := watchPeakRSS(cmd.Process.Pid, &r.maxRSSKB)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -118,12 +119,10 @@ func bootstrap(t *testing.T, ctx context.Context, onLine func(string) bool, args
 		}
 	}()
 	r.err = cmd.Wait()
+	stopWatching()
 	pw.Close()
 	wg.Wait()
 	r.wall = time.Since(start)
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.maxRSSKB = ru.Maxrss
-	}
 	phase := regexp.MustCompile(`^\s{2}(\S.*?)\s{2,}(\d+(?:h\d+m)?(?:\d+m)?\d+s|\d+m\d+s|\d+s)$`)
 	inPhases := false
 	for _, l := range strings.Split(r.output.String(), "\n") {
@@ -200,4 +199,36 @@ func kindClusters(t *testing.T) []string {
 		}
 	}
 	return names
+}
+
+// watchPeakRSS follows the peak resident set of a process (VmHWM, its own address space's high
+// water mark) until stopped. The rusage of a waited child would not do: Go starts children with
+// vfork, so the kernel counts the test process's own peak into the child's ru_maxrss.
+func watchPeakRSS(pid int, peakKB *int64) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+				for _, line := range strings.Split(string(data), "\n") {
+					if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+						var kb int64
+						if _, err := fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), &kb); err == nil && kb > *peakKB {
+							*peakKB = kb
+						}
+					}
+				}
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
 }
