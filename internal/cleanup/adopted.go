@@ -83,7 +83,7 @@ func suspendSources(ctx context.Context, c *kube.Cluster, log func(string, ...an
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":true}}`))
 	suspend := func(obj client.Object) error {
 		if err := c.Client.Patch(ctx, obj, patch); client.IgnoreNotFound(err) != nil && !isNoMatch(err) {
-			return fmt.Errorf("suspend %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
+			return fmt.Errorf("suspend %s: %w", describe(obj), err)
 		}
 		return nil
 	}
