@@ -131,11 +131,11 @@ func connectAdopted(ctx context.Context, s *session, plan *render.Result) (*boot
 	if err := kindcluster.CheckMarker(ctx, c, env); err != nil {
 		return nil, fmt.Errorf("--kubeconfig %s: %w", s.opts.Kubeconfig, err)
 	}
-	st, found, err := managementstate.Read(ctx, c.Client)
+	st, _, err := managementstate.Read(ctx, c.Client)
 	if err != nil {
 		return nil, err
 	}
-	if found && st.SelfManaged {
+	if st.SelfManaged {
 		return nil, fmt.Errorf("--kubeconfig %s is a self-managed cluster-init management cluster: use `bootstrap apply %s --kubeconfig %s` to change it", s.opts.Kubeconfig, env, s.opts.Kubeconfig)
 	}
 	// Clusters defined here that are not the tenants' workload clusters: the environment's own

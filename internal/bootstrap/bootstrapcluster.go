@@ -40,10 +40,8 @@ func ensureBootstrapCluster(ctx context.Context, s *session, v values.Settings) 
 		// cluster of the same name next to itself.
 		if st, _, err := managementstate.Read(ctx, c.Client); err != nil {
 			return nil, err
-		} else if st.Adopted {
-			return nil, fmt.Errorf("--kubeconfig %s is the adopted management cluster of %s: run `bootstrap %s --kubeconfig %s --adopt` or `bootstrap apply %s`", s.opts.Kubeconfig, env, env, s.opts.Kubeconfig, env)
-		} else if st.SelfManaged {
-			return nil, fmt.Errorf("--kubeconfig %s is the self-managed management cluster of %s: run `bootstrap apply %s`", s.opts.Kubeconfig, env, env)
+		} else if st.Managed() {
+			return nil, fmt.Errorf("--kubeconfig %s is the management cluster of %s, %s: change it with `bootstrap apply %s`", s.opts.Kubeconfig, env, st, env)
 		}
 		if err := kindcluster.WriteMarker(ctx, c, env); err != nil {
 			return nil, err

@@ -41,11 +41,7 @@ func connectManagement(ctx context.Context, s *session) (*bootstrapCluster, mana
 	if !found || !st.Managed() {
 		return nil, st, fmt.Errorf("%s (%s) is not a management cluster of cluster-init yet (no pivot has finished there, no adoption): finish its bootstrap with `bootstrap %s` (or `bootstrap %s --kubeconfig FILE --adopt`)", c.Config.Host, path, s.opts.Env.Name, s.opts.Env.Name)
 	}
-	how := "self-managed"
-	if st.Adopted {
-		how = "adopted"
-	}
-	s.out.Log("management cluster: %s (%s), %s", c.Config.Host, path, how)
+	s.out.Log("management cluster: %s (%s), %s", c.Config.Host, path, st)
 	return &bootstrapCluster{cluster: c}, st, nil
 }
 

@@ -72,9 +72,5 @@ func refuseSelfManaged(ctx context.Context, stateDir, env string) error {
 	if err != nil {
 		return fmt.Errorf("environment %s was bootstrapped (kubeconfig %s) but its management cluster does not answer (%v): if it is gone, remove %s and run again", env, path, err, path)
 	}
-	how := "bootstrapped and self-managed"
-	if st.Adopted {
-		how = "adopted by an existing cluster as its management cluster"
-	}
-	return fmt.Errorf("environment %s is already %s (kubeconfig %s): use `bootstrap apply %s` to change it", env, how, path, env)
+	return fmt.Errorf("environment %s already has its management cluster, %s (kubeconfig %s): use `bootstrap apply %s` to change it", env, st, path, env)
 }

@@ -82,7 +82,7 @@ func suspendSources(ctx context.Context, c *kube.Cluster, log func(string, ...an
 	}
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":true}}`))
 	suspend := func(obj client.Object) error {
-		if err := c.Client.Patch(ctx, obj, patch); client.IgnoreNotFound(err) != nil && !isNoMatch(err) {
+		if err := c.Client.Patch(ctx, obj, patch); client.IgnoreNotFound(err) != nil && !apimeta.IsNoMatchError(err) {
 			return fmt.Errorf("suspend %s: %w", describe(obj), err)
 		}
 		return nil
@@ -149,7 +149,7 @@ func deleteWorkloadClustersOf(ctx context.Context, c *kube.Cluster, log func(str
 	for _, ns := range tenants {
 		list := &clusterv1.ClusterList{}
 		if err := c.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
-			if isNoMatch(err) {
+			if apimeta.IsNoMatchError(err) {
 				return nil, nil
 			}
 			return nil, fmt.Errorf("list the workload clusters of tenant %s: %w", ns, err)
@@ -203,7 +203,7 @@ func tenantNamespaces(ctx context.Context, c *kube.Cluster) ([]string, error) {
 func deleteUnits(ctx context.Context, c *kube.Cluster, log func(string, ...any)) error {
 	ks := &kustomizev1.KustomizationList{}
 	if err := c.Client.List(ctx, ks, client.InNamespace(names.Namespace)); err != nil {
-		if isNoMatch(err) {
+		if apimeta.IsNoMatchError(err) {
 			return nil
 		}
 		return fmt.Errorf("list the units: %w", err)
@@ -252,7 +252,7 @@ func deleteUnits(ctx context.Context, c *kube.Cluster, log func(string, ...any))
 				gone = append(gone, tenants...)
 			}
 			for _, ns := range gone {
-				if err := waitNamespaceGone(ctx, c, ns, log); err != nil {
+				if _, err := waitGone(ctx, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, log); err != nil {
 					return err
 				}
 			}
@@ -352,12 +352,6 @@ func waitGone(ctx context.Context, c *kube.Cluster, obj client.Object, log func(
 	return true, nil
 }
 
-// waitNamespaceGone waits until a namespace being deleted is gone.
-func waitNamespaceGone(ctx context.Context, c *kube.Cluster, name string, log func(string, ...any)) error {
-	_, err := waitGone(ctx, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, log)
-	return err
-}
-
 // waitDeleted polls until obj is not found, for stepTimeout, saying every 15s what it waits for.
 func waitDeleted(ctx context.Context, c *kube.Cluster, obj client.Object, log func(string, ...any)) error {
 	start := time.Now()
@@ -385,8 +379,6 @@ func describe(obj client.Object) string {
 	}
 	return kind + " " + obj.GetNamespace() + "/" + obj.GetName()
 }
-
-func isNoMatch(err error) bool { return apimeta.IsNoMatchError(err) }
 
 // releaseFluxObjects lets go, without garbage collection, of every Flux object left in the
 // cluster (a taken-over installation's, or one whose controller could not finish): their

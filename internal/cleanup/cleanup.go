@@ -76,16 +76,17 @@ func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string,
 		if management, err = kube.FromFile("management", t.ManagementKubeconfig); err != nil {
 			return fmt.Errorf("the management kubeconfig %s: %w", t.ManagementKubeconfig, err)
 		}
-		_, recorded := os.Stat(t.AdoptedRecord)
+		remember(management)
+		// Adopted: as recorded here, or as the cluster says (its state outlives a lost record).
+		_, statErr := os.Stat(t.AdoptedRecord)
+		recorded := t.AdoptedRecord != "" && statErr == nil
 		st, _, err := managementstate.Read(ctx, management.Client)
-		if t.AdoptedRecord != "" && recorded == nil || err == nil && st.Adopted {
-			if err != nil {
-				return fmt.Errorf("the adopted management cluster of %s (%s) does not answer, nothing was removed: %w; if it is gone, remove %s and %s", t.Environment, management.Config.Host, err, t.ManagementKubeconfig, t.AdoptedRecord)
-			}
-			remember(management)
+		if recorded && err != nil {
+			return fmt.Errorf("the adopted management cluster of %s (%s) does not answer, nothing was removed: %w; if it is gone, remove %s and %s", t.Environment, management.Config.Host, err, t.ManagementKubeconfig, t.AdoptedRecord)
+		}
+		if recorded || st.Adopted {
 			return removeAdopted(ctx, management, t, owned, log)
 		}
-		remember(management)
 	}
 	exists, err := m.Exists(t.Kind)
 	if err != nil {

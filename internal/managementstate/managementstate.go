@@ -28,6 +28,17 @@ type State struct {
 // bootstrapped.
 func (s State) Managed() bool { return s.SelfManaged || s.Adopted }
 
+// String says what the cluster is, as messages name it.
+func (s State) String() string {
+	switch {
+	case s.Adopted:
+		return "adopted"
+	case s.SelfManaged:
+		return "self-managed"
+	}
+	return "not a management cluster yet"
+}
+
 // Layer is the state as the values layer the release reads.
 func (s State) Layer() values.Layer {
 	m := map[string]any{}

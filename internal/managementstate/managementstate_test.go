@@ -42,6 +42,9 @@ func TestTheStateIsWhatTheReleaseReads(t *testing.T) {
 		if (layer.Data["adopted"] == true) != want.Adopted || (layer.Data["self_managed"] == true) != want.SelfManaged {
 			t.Errorf("wrote %+v, the release reads %v", want, layer.Data)
 		}
+		if name := map[bool]string{true: "adopted", false: "self-managed"}[want.Adopted]; got.String() != name {
+			t.Errorf("state %+v is called %q, want %q", got, got.String(), name)
+		}
 		if cm.Labels[names.WatchLabel] != "Enabled" {
 			t.Error("helm-controller does not watch the state ConfigMap")
 		}
