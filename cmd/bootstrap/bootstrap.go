@@ -35,7 +35,7 @@ func addBootstrapFlags(cmd *cobra.Command, f *bootstrapFlags) {
 	addValuesFlag(cmd, &f.valueFiles)
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 60*time.Minute, "give up after this long")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "", "tty (redraw in place), plain (timestamped lines) or json (default: tty on a terminal, else plain)")
-	cmd.Flags().StringVar(&f.timeline, "timeline", "", "write an HTML timeline of the run to this file")
+	cmd.Flags().StringVar(&f.timeline, "timeline", "", "write a timeline of the run to this file: an HTML page, or a standalone SVG picture if it ends in .svg")
 }
 
 // addFlowFlags adds the flags of `bootstrap ENV` only.

@@ -55,7 +55,7 @@ func Adopt(ctx context.Context, opts Options) (*Result, error) {
 			return err
 		}},
 		{"flux", func(ctx context.Context) error {
-			return installFlux(ctx, s, mc.cluster)
+			return installFlux(ctx, s, mc)
 		}},
 		{"source", func(ctx context.Context) (err error) {
 			src, err = publishSource(ctx, s, mc, plan.Settings, src)

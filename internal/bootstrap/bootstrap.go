@@ -104,7 +104,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			return err
 		}},
 		{"flux", func(ctx context.Context) error {
-			return installFlux(ctx, s, bc.cluster)
+			return installFlux(ctx, s, bc)
 		}},
 		{"source", func(ctx context.Context) (err error) {
 			src, err = publishSource(ctx, s, bc, plan.Settings, src)

@@ -24,8 +24,9 @@ type bootstrapCluster struct {
 	kind *kindcluster.Manager
 }
 
-// ensureBootstrapCluster creates (or finds) the kind cluster, loads this project's image into it
-// and installs the CNI; or connects to the existing cluster given with --kubeconfig.
+// ensureBootstrapCluster creates (or finds) the kind cluster, installs the CNI and, while the CNI
+// starts, loads this project's image into it; or connects to the existing cluster given with
+// --kubeconfig.
 func ensureBootstrapCluster(ctx context.Context, s *session, v values.Settings) (*bootstrapCluster, error) {
 	env := s.opts.Env.Name
 	if s.opts.Kubeconfig != "" {
@@ -75,28 +76,40 @@ func ensureBootstrapCluster(ctx context.Context, s *session, v values.Settings) 
 	s.result.Bootstrap = kind.KubeconfigPath(cfg.Name)
 	s.out.Log("kubeconfig of the bootstrap cluster: %s", s.result.Bootstrap)
 
-	if loaded, err := kind.LoadImage(ctx, cfg.Name, v.ClusterInitImage); err != nil {
-		return nil, err
-	} else if loaded {
-		s.out.Log("loaded %s from the local Docker engine", v.ClusterInitImage)
-	}
-
 	backend := v.Cluster.CNI.FlannelBackend
 	objs, err := s.renderer.Build(ctx, "bootstrap-cni", "./kustomize-components/cni/flannel-"+backend, map[string]string{"POD_CIDR": cfg.PodSubnet})
 	if err != nil {
 		return nil, err
 	}
 	s.out.Log("installing flannel (%s) into the bootstrap cluster", backend)
-	// CoreDNS runs once pods have a network: waiting for it proves the CNI works.
+	cs, err := apply.New(c).Apply(ctx, objs)
+	if err != nil {
+		return nil, fmt.Errorf("apply the CNI of the bootstrap cluster: %w", err)
+	}
+	s.logChanges(cs)
+	// While flannel starts: the image of the Jobs the units run.
+	if loaded, err := kind.LoadImage(ctx, cfg.Name, v.ClusterInitImage); err != nil {
+		return nil, err
+	} else if loaded {
+		s.out.Log("loaded %s from the local Docker engine", v.ClusterInitImage)
+	}
+	// Flux comes after: pods created before the pod network works wait out the kubelet's back-off
+	// (CoreDNS's do: Flux waits for it, see installFlux).
+	if err := waitReady(ctx, s, c, "the CNI", objs, 5*time.Minute); err != nil {
+		return nil, err
+	}
+	return &bootstrapCluster{cluster: c, kind: kind}, nil
+}
+
+// kindDNS is the kind cluster's CoreDNS: it runs once pods have a network, which proves the CNI
+// works, and Flux's controllers find each other through it.
+func kindDNS() *unstructured.Unstructured {
 	coredns := &unstructured.Unstructured{}
 	coredns.SetAPIVersion("apps/v1")
 	coredns.SetKind("Deployment")
 	coredns.SetNamespace("kube-system")
 	coredns.SetName("coredns")
-	if err := applyAndWait(ctx, s, c, "the CNI", objs, append(objs, coredns), 5*time.Minute); err != nil {
-		return nil, err
-	}
-	return &bootstrapCluster{cluster: c, kind: kind}, nil
+	return coredns
 }
 
 // applyAndWait applies objs and waits until every object of wait is ready, showing what is not.
@@ -106,6 +119,11 @@ func applyAndWait(ctx context.Context, s *session, c *kube.Cluster, what string,
 		return err
 	}
 	s.logChanges(cs)
+	return waitReady(ctx, s, c, what, wait, timeout)
+}
+
+// waitReady waits until every object of wait is ready, showing what is not.
+func waitReady(ctx context.Context, s *session, c *kube.Cluster, what string, wait []*unstructured.Unstructured, timeout time.Duration) error {
 	return readiness.Wait(ctx, c, wait, timeout, func(pending []readiness.NotReady) {
 		list := make([]string, len(pending))
 		for i, p := range pending {

@@ -89,7 +89,11 @@ func (s *session) writeTimeline() {
 	}
 	file, err := os.Create(s.opts.Timeline)
 	if err == nil {
-		err = progress.WriteTimeline(file, "bootstrap "+s.opts.Env.Name, s.start, s.result.Phases, s.result.Units)
+		write := progress.WriteTimeline
+		if strings.HasSuffix(s.opts.Timeline, ".svg") {
+			write = progress.WriteTimelineSVG
+		}
+		err = write(file, "bootstrap "+s.opts.Env.Name, s.start, s.result.Phases, s.result.Units)
 		if cerr := file.Close(); err == nil {
 			err = cerr
 		}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/diagnostics"
+	"cluster-init.dev/cluster-init/internal/handoff"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/pivot"
@@ -33,6 +34,7 @@ const releaseGrace = 10 * time.Minute
 func followUnits(ctx context.Context, s *session, bc *bootstrapCluster, v values.Settings) error {
 	src := progress.Source{Cluster: bc.cluster, ClusterName: v.Cluster.Name}
 	tracker := progress.NewTracker(time.Now())
+	handoffs := handoff.NewRequester(bc.cluster.Client)
 	start := time.Now()
 	var stuck error
 	err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
@@ -43,6 +45,10 @@ func followUnits(ctx context.Context, s *session, bc *bootstrapCluster, v values
 				s.out.Log("observing the units: %v (retrying)", err)
 			}
 			return false, nil
+		}
+		// A unit whose dependencies just turned ready starts now, not at Flux's next look.
+		if _, err := handoffs.Request(ctx, obs.Units); err != nil && ctx.Err() == nil {
+			s.out.Log("%v (retrying)", err)
 		}
 		snap := tracker.Update(obs, time.Now())
 		s.result.Units = snap

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cluster-init.dev/cluster-init/internal/handoff"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/managementstate"
@@ -152,14 +153,30 @@ func (p *pivot) waitReady(ctx context.Context, st *State) error {
 	if err != nil {
 		return err
 	}
-	return p.waitFor(ctx, "the units of the management cluster", func(ctx context.Context) (bool, string, error) {
+	return p.waitFor(ctx, "the units of the management cluster", p.unitsDone(m, nil))
+}
+
+// unitsDone checks whether every unit of the management cluster is done (and, if want is set,
+// whether want accepts the graph), handing each unit over to Flux as soon as its dependencies are
+// ready: these waits are on the critical path of the bootstrap.
+func (p *pivot) unitsDone(m *kube.Cluster, want func(*units.Graph) string) func(context.Context) (bool, string, error) {
+	handoffs := handoff.NewRequester(m.Client)
+	return func(ctx context.Context) (bool, string, error) {
 		u, err := readiness.ReadUnits(ctx, m.Client, p.Namespace)
 		if err != nil {
 			return false, "", err
 		}
+		if _, err := handoffs.Request(ctx, u); err != nil {
+			return false, "", err
+		}
+		if want != nil {
+			if reason := want(u.Graph); reason != "" {
+				return false, reason, nil
+			}
+		}
 		done, reason := u.Done()
 		return done, reason, nil
-	})
+	}
 }
 
 // suspend stops the bootstrap cluster's units that reconcile the definitions or reach the new
@@ -204,20 +221,15 @@ func (p *pivot) adopt(ctx context.Context, st *State) error {
 	if err := managementstate.Write(ctx, m.Client, names.FieldManager+"-pivot", managementstate.State{SelfManaged: true}); err != nil {
 		return err
 	}
-	return p.waitFor(ctx, "the management cluster to reconcile its own definitions", func(ctx context.Context) (bool, string, error) {
-		u, err := readiness.ReadUnits(ctx, m.Client, p.Namespace)
-		if err != nil {
-			return false, "", err
+	return p.waitFor(ctx, "the management cluster to reconcile its own definitions", p.unitsDone(m, func(g *units.Graph) string {
+		if g == nil {
+			return "no unit graph yet"
 		}
-		if u.Graph == nil {
-			return false, "no unit graph yet", nil
+		if _, ok := g.ByRole(units.RoleCluster); !ok {
+			return "the release does not render the definitions yet"
 		}
-		if _, ok := u.Graph.ByRole(units.RoleCluster); !ok {
-			return false, "the release does not render the definitions yet", nil
-		}
-		done, reason := u.Done()
-		return done, reason, nil
-	})
+		return ""
+	}))
 }
 
 // verify checks from the management side that the cluster is available with the same machines,
@@ -252,5 +264,6 @@ func (p *pivot) verify(ctx context.Context, st *State) error {
 	})
 }
 
-// waitInterval is how often the waits of the steps look.
-const waitInterval = 5 * time.Second
+// waitInterval is how often the waits of the steps look: each wait is on the critical path of the
+// bootstrap, and a look is a few reads.
+const waitInterval = 2 * time.Second

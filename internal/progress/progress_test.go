@@ -3,6 +3,7 @@ package progress
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/xml"
 	"slices"
 	"strings"
 	"testing"
@@ -139,6 +140,16 @@ func TestPrinters(t *testing.T) {
 	}
 	if !strings.Contains(html.String(), "<svg") || !strings.Contains(html.String(), "cert-manager") {
 		t.Error("timeline has no bars")
+	}
+	var svg bytes.Buffer
+	if err := WriteTimelineSVG(&svg, "bootstrap test", t0, []Span{{Name: "flux", Start: t0, End: t0.Add(time.Second)}}, s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(svg.String(), "<svg") || !strings.Contains(svg.String(), "<style>") || !strings.Contains(svg.String(), "critical path") {
+		t.Errorf("the SVG timeline does not stand alone:\n%s", svg.String())
+	}
+	if err := xml.Unmarshal(svg.Bytes(), new(struct{})); err != nil {
+		t.Errorf("the SVG timeline is not well-formed XML: %v", err)
 	}
 }
 

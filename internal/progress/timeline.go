@@ -34,28 +34,42 @@ type bar struct {
 	Critical            bool
 }
 
-var timelineTemplate = template.Must(template.New("timeline").Parse(`<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>{{.Title}}</title>
+// The picture is one SVG, with its own style so that it stands alone (a README can show it); the
+// HTML page puts it under a heading.
+var timelineTemplate = template.Must(template.Must(template.New("svg").Parse(`<svg xmlns="http://www.w3.org/2000/svg" width="{{.Width}}" height="{{.Height}}">
 <style>
-body { font: 13px sans-serif; margin: 20px; }
 .phase { fill: #9aa5b1; } .ready { fill: #3b9b59; } .reconciling { fill: #d9a520; }
 .failed { fill: #c8372d; } .pending { fill: #c4c9cf; } .suspended { fill: #7b61a8; }
 .critical { stroke: #111; stroke-width: 2.5; }
-text { font: 12px sans-serif; } .axis { stroke: #ddd; }
-</style></head><body>
-<h2>{{.Title}}</h2>
-<p>Total {{.Total}}. Critical path (outlined): {{range $i, $n := .Critical}}{{if $i}} → {{end}}{{$n}}{{end}}.</p>
-<svg width="{{.Width}}" height="{{.Height}}">
-{{range .Ticks}}<line class="axis" x1="{{.X}}" y1="0" x2="{{.X}}" y2="{{$.Height}}"/><text x="{{.X}}" y="{{$.Height}}" dy="-2">{{.Label}}</text>
+text { font: 12px sans-serif; } .axis { stroke: #ddd; } .heading { font-weight: bold; }
+</style>
+<rect width="100%" height="100%" fill="#fff"/>
+{{if .Heading}}<text class="heading" x="4" y="16">{{.Title}}: {{.Total}}</text>
+<text x="4" y="34">critical path (outlined): {{range $i, $n := .Critical}}{{if $i}} → {{end}}{{$n}}{{end}}</text>
+{{end}}{{range .Ticks}}<line class="axis" x1="{{.X}}" y1="{{$.Top}}" x2="{{.X}}" y2="{{$.Height}}"/><text x="{{.X}}" y="{{$.Height}}" dy="-2">{{.Label}}</text>
 {{end}}{{range .Bars}}<text x="4" y="{{.Y}}" dy="13">{{.Label}}</text>
 <rect class="{{.Class}}{{if .Critical}} critical{{end}}" x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="16"><title>{{.Title}}</title></rect>
-{{end}}</svg>
+{{end}}</svg>`)).New("html").Parse(`<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>{{.Title}}</title>
+<style>body { font: 13px sans-serif; margin: 20px; }</style></head><body>
+<h2>{{.Title}}</h2>
+<p>Total {{.Total}}. Critical path (outlined): {{range $i, $n := .Critical}}{{if $i}} → {{end}}{{$n}}{{end}}.</p>
+{{template "svg" .}}
 </body></html>
 `))
 
 // WriteTimeline writes an HTML page with one bar per phase and per unit on a time axis, the
 // critical path outlined.
 func WriteTimeline(w io.Writer, title string, start time.Time, phases []Span, s Snapshot) error {
+	return writeTimeline(w, "html", title, start, phases, s)
+}
+
+// WriteTimelineSVG writes the same picture as a standalone SVG, its title and critical path in it.
+func WriteTimelineSVG(w io.Writer, title string, start time.Time, phases []Span, s Snapshot) error {
+	return writeTimeline(w, "svg", title, start, phases, s)
+}
+
+func writeTimeline(w io.Writer, format, title string, start time.Time, phases []Span, s Snapshot) error {
 	end := s.At
 	for _, p := range phases {
 		if p.End.After(end) {
@@ -74,8 +88,12 @@ func WriteTimeline(w io.Writer, title string, start time.Time, phases []Span, s 
 		critical[n] = true
 	}
 
+	top := 0.0
+	if format == "svg" {
+		top = 44 // the heading
+	}
 	var bars []bar
-	y := 10.0
+	y := top + 10
 	for _, p := range phases {
 		bars = append(bars, bar{Label: "phase: " + p.Name, Class: "phase", X: x(p.Start), W: max(1, x(p.End)-x(p.Start)), Y: y,
 			Title: fmt.Sprintf("%s: %s", p.Name, dur(p.End.Sub(p.Start)))})
@@ -105,8 +123,8 @@ func WriteTimeline(w io.Writer, title string, start time.Time, phases []Span, s 
 	for t := time.Duration(0); t <= total; t += step {
 		ticks = append(ticks, tick{X: x(start.Add(t)), Label: dur(t)})
 	}
-	return timelineTemplate.Execute(w, map[string]any{
+	return timelineTemplate.ExecuteTemplate(w, format, map[string]any{
 		"Title": title, "Total": dur(total), "Critical": cp, "Bars": bars, "Ticks": ticks,
-		"Width": labelWidth + plotWidth + 40, "Height": y + 20,
+		"Width": labelWidth + plotWidth + 40, "Height": y + 20, "Top": top, "Heading": format == "svg",
 	})
 }

@@ -155,10 +155,16 @@ func (r *Renderer) Close() error { return os.RemoveAll(r.snapshot) }
 // Snapshot is the directory holding the source as the clusters receive it.
 func (r *Renderer) Snapshot() string { return r.snapshot }
 
-// Flux is Flux's controllers as bootstrap installs them into a cluster (and cleanup removes them
-// from an adopted one).
+// Flux is Flux's controllers as bootstrap installs them into a cluster that stays (and cleanup
+// removes them from an adopted one).
 func (r *Renderer) Flux(ctx context.Context) ([]*unstructured.Unstructured, error) {
 	return r.Build(ctx, "flux-system", "./kustomize-components/flux-system", nil)
+}
+
+// BootstrapFlux is Flux's controllers as bootstrap installs them into its kind cluster, which lives
+// for one bootstrap: the same objects, tuned for a graph of units that wait on each other.
+func (r *Renderer) BootstrapFlux(ctx context.Context) ([]*unstructured.Unstructured, error) {
+	return r.Build(ctx, "flux-system", "./kustomize-components/flux-system-bootstrap", nil)
 }
 
 // Build renders a kustomize component of the source as a Flux Kustomization named name would,

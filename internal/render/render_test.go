@@ -3,17 +3,19 @@ package render_test
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/testenv"
 	"cluster-init.dev/cluster-init/internal/values"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // expectedEdges is the documented order (charts/cluster-init/README.md) of the units of a management cluster
@@ -43,9 +45,12 @@ func expectedEdges(bootstrap, infra, context string, selfManaged bool) []string 
 	}
 	if context == render.ContextBootstrap {
 		edges = append(edges,
-			"management-flux -> cluster-ready",
-			"management-configs -> management-flux",
+			// The management cluster is prepared while its workers join; the pivot waits for both.
+			"management-flux -> cni",
+			"management-configs -> cluster",
 			"management-cluster-init -> management-configs",
+			"management-cluster-init -> management-flux",
+			"pivot -> cluster-ready",
 			"pivot -> management-cluster-init")
 	}
 	sort.Strings(edges)
@@ -106,6 +111,48 @@ func TestDependsOnFollowTheDocumentedOrder(t *testing.T) {
 			t.Errorf("dependsOn edges:\n got  %v\n want %v", edges, want)
 		}
 	})
+}
+
+// The providers start once Cluster API's objects (its CRDs, the clusterctl inventory's) are applied,
+// as clusterctl init installs them together; everything else waits for its dependencies to be
+// ready. Flux checks it (readyExpr), and the graph the CLI reads says it.
+func TestProvidersStartOnceClusterAPIIsApplied(t *testing.T) {
+	root := testenv.Checkout(t)
+	for _, e := range []struct {
+		env       string
+		providers []string
+	}{{"kubeadm-capd", []string{"cabpk", "capd"}}, {"rke2-capo", []string{"cabpr", "capo"}}} {
+		for _, context := range []string{render.ContextBootstrap, render.ContextManagement} {
+			t.Run(e.env+"/"+context, func(t *testing.T) {
+				res := renderEnv(t, root, testenv.Environment(t, root, e.env), context)
+				onApply := map[string]string{}
+				for _, o := range res.Objects {
+					if o.Unit != "" || o.Object.GetKind() != "Kustomization" {
+						continue
+					}
+					deps, _, _ := unstructured.NestedSlice(o.Object.Object, "spec", "dependsOn")
+					for _, d := range deps {
+						ref := d.(map[string]any)
+						if expr, ok := ref["readyExpr"].(string); ok {
+							onApply[o.Object.GetName()+" -> "+ref["name"].(string)] = expr
+						}
+					}
+				}
+				want := map[string]string{}
+				for _, p := range e.providers {
+					want[p+" -> capi"] = "has(dep.status.inventory)"
+				}
+				if !maps.Equal(onApply, want) {
+					t.Errorf("dependencies checked by readyExpr: got %v, want %v", onApply, want)
+				}
+				for _, p := range e.providers {
+					if got := res.Graph.Units[p].AppliedDeps; !slices.Equal(got, []string{"capi"}) {
+						t.Errorf("graph: %s applied dependencies %v, want [capi]", p, got)
+					}
+				}
+			})
+		}
+	}
 }
 
 func TestDisablingAProviderRemovesItsUnitAndEveryEdgeToIt(t *testing.T) {

@@ -21,6 +21,10 @@ type Unit struct {
 	Description string   `json:"description"`
 	Contexts    []string `json:"contexts"`
 	DependsOn   []string `json:"depends_on"`
+	// AppliedDeps are the dependencies the unit waits for only until their objects are applied,
+	// not until they are ready (their CRDs are what it needs, as clusterctl init installs the
+	// providers together once cert-manager runs).
+	AppliedDeps []string `json:"applied_deps,omitempty"`
 	Dropped     []string `json:"dropped"`
 	Kind        string   `json:"kind"` // KindKustomization or KindHelmRelease
 	Path        string   `json:"path,omitempty"`

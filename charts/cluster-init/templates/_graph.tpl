@@ -34,6 +34,7 @@ Output: JSON {"units": {name: {...}}, "order": [enabled unit names, dependencies
   {{- end -}}
   {{- $state := fromJson (include "cluster-init.unitState" (list $root $name)) -}}
   {{- $deps := list -}}
+  {{- $applied := list -}}
   {{- $dropped := list -}}
   {{- $dependsOn := $u.depends_on | default dict -}}
   {{- if not (kindIs "map" $dependsOn) -}}
@@ -43,10 +44,20 @@ Output: JSON {"units": {name: {...}}, "order": [enabled unit names, dependencies
     {{- if not (hasKey $root.Values.units $dep) -}}
       {{- fail (printf "units.%s.depends_on.%s: unknown unit %q (units: %s)" $name $dep $dep (join ", " $names)) -}}
     {{- end -}}
-    {{- $want := fromJson (include "cluster-init.condition" (list $root (index $dependsOn $dep) (printf "units.%s.depends_on.%s" $name $dep))) -}}
+    {{- $raw := index $dependsOn $dep -}}
+    {{- /* "applied": the unit needs the dependency's objects applied (its CRDs), not ready. */ -}}
+    {{- $onApply := and (kindIs "string" $raw) (eq $raw "applied") -}}
+    {{- if and (kindIs "string" $raw) (not $onApply) (not (contains "{{" $raw)) -}}
+      {{- fail (printf "units.%s.depends_on.%s: expected true, false, applied or a template, got %q" $name $dep $raw) -}}
+    {{- end -}}
+    {{- $want := dict "value" true -}}
+    {{- if not $onApply -}}
+      {{- $want = fromJson (include "cluster-init.condition" (list $root $raw (printf "units.%s.depends_on.%s" $name $dep))) -}}
+    {{- end -}}
     {{- if $want.value -}}
       {{- if (fromJson (include "cluster-init.unitState" (list $root $dep))).enabled -}}
         {{- $deps = append $deps $dep -}}
+        {{- if $onApply -}}{{- $applied = append $applied $dep -}}{{- end -}}
       {{- else -}}
         {{- $dropped = append $dropped $dep -}}
       {{- end -}}
@@ -59,6 +70,7 @@ Output: JSON {"units": {name: {...}}, "order": [enabled unit names, dependencies
         "description" (dig "info" "description" "" $u)
         "contexts" ($u.contexts | default $knownContexts)
         "depends_on" $deps
+        "applied_deps" $applied
         "dropped" $dropped
         "kind" $kind
         "path" $path

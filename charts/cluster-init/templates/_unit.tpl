@@ -76,7 +76,15 @@ Input: (list $root $name $graphUnit). Output: JSON.
 {{- end -}}
 {{- if $g.depends_on -}}
   {{- $deps := list -}}
-  {{- range $d := $g.depends_on -}}{{- $deps = append $deps (dict "name" (include "cluster-init.unitObject" (list $root $d))) -}}{{- end -}}
+  {{- range $d := $g.depends_on -}}
+    {{- $ref := dict "name" (include "cluster-init.unitObject" (list $root $d)) -}}
+    {{- if has $d ($g.applied_deps | default list) -}}
+      {{- /* Flux's own check, in place of Ready: the dependency has applied its objects (the
+           CLI's hand-offs, internal/handoff, read it the same way). */ -}}
+      {{- $_ := set $ref "readyExpr" "has(dep.status.inventory)" -}}
+    {{- end -}}
+    {{- $deps = append $deps $ref -}}
+  {{- end -}}
   {{- $_ := set $spec "dependsOn" $deps -}}
 {{- end -}}
 {{- if $u.kubeconfig -}}
