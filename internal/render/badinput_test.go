@@ -50,6 +50,16 @@ func TestBadInputsNameTheFileAndTheKey(t *testing.T) {
 			want: []string{"values.yaml:19:", "units.cni.depends_on.clustr", `unknown unit "clustr"`},
 		},
 		{
+			name: "misspelt applied dependency",
+			base: "kubeadm-capd",
+			edits: appendValues(`units:
+  capd:
+    depends_on:
+      capi: aplied
+`),
+			want: []string{"values.yaml:19:", "units.capd.depends_on.capi"},
+		},
+		{
 			name:  "unknown provider",
 			base:  "kubeadm-capd",
 			edits: replaceIn("values.yaml", "infrastructure: capd", "infrastructure: capz"),

@@ -2,6 +2,7 @@ package render_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -437,5 +438,67 @@ func TestAnAdoptedClusterDefinesNoClusterOfItsOwn(t *testing.T) {
 				t.Errorf("state %+v: renders %s %s", st, o.Object.GetKind(), o.Object.GetName())
 			}
 		}
+	}
+}
+
+// Flux as bootstrap installs it: in the kind cluster, waiting units are re-checked every second;
+// in a cluster that stays, every 5s. Both tolerate the control plane's taint (a new management
+// cluster's Flux starts before its workers join), look at readiness every 2s, and let a change
+// interrupt a health check.
+func TestFluxAsBootstrapInstallsIt(t *testing.T) {
+	root := testenv.Checkout(t)
+	r, err := render.New(root, "v1.37.0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, c := range []struct {
+		name    string
+		build   func(context.Context) ([]*unstructured.Unstructured, error)
+		requeue string
+	}{{"bootstrap", r.BootstrapFlux, "1s"}, {"staying", r.Flux, "5s"}} {
+		t.Run(c.name, func(t *testing.T) {
+			objs, err := c.build(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			deployments := 0
+			for _, o := range objs {
+				if o.GetKind() != "Deployment" {
+					continue
+				}
+				deployments++
+				containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+				c0 := containers[0].(map[string]any)
+				args, _, _ := unstructured.NestedStringSlice(c0, "args")
+				requeue := ""
+				for _, a := range args {
+					if v, ok := strings.CutPrefix(a, "--requeue-dependency="); ok {
+						requeue = v // the last one wins, as with the controller's flags
+					}
+				}
+				switch o.GetName() {
+				case "kustomize-controller", "helm-controller":
+					if requeue != c.requeue {
+						t.Errorf("%s re-checks dependencies every %q, want %s", o.GetName(), requeue, c.requeue)
+					}
+				}
+				if o.GetName() == "kustomize-controller" && !slices.Contains(args, "--feature-gates=CancelHealthCheckOnNewRevision=true") {
+					t.Errorf("kustomize-controller: a change does not interrupt a health check: %v", args)
+				}
+				if period, _, _ := unstructured.NestedInt64(c0, "readinessProbe", "periodSeconds"); period != 2 {
+					t.Errorf("%s: readiness looked at every %ds, want 2", o.GetName(), period)
+				}
+				tolerations, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "tolerations")
+				if !slices.ContainsFunc(tolerations, func(x any) bool {
+					return x.(map[string]any)["key"] == "node-role.kubernetes.io/control-plane"
+				}) {
+					t.Errorf("%s does not tolerate the control plane's taint", o.GetName())
+				}
+			}
+			if deployments != 3 {
+				t.Errorf("%d Flux controllers, want 3", deployments)
+			}
+		})
 	}
 }
