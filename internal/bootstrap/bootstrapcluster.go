@@ -101,17 +101,6 @@ func ensureBootstrapCluster(ctx context.Context, s *session, v values.Settings) 
 	return &bootstrapCluster{cluster: c, kind: kind}, nil
 }
 
-// kindDNS is the kind cluster's CoreDNS: it runs once pods have a network, which proves the CNI
-// works, and Flux's controllers find each other through it.
-func kindDNS() *unstructured.Unstructured {
-	coredns := &unstructured.Unstructured{}
-	coredns.SetAPIVersion("apps/v1")
-	coredns.SetKind("Deployment")
-	coredns.SetNamespace("kube-system")
-	coredns.SetName("coredns")
-	return coredns
-}
-
 // applyAndWait applies objs and waits until every object of wait is ready, showing what is not.
 func applyAndWait(ctx context.Context, s *session, c *kube.Cluster, what string, objs, wait []*unstructured.Unstructured, timeout time.Duration) error {
 	cs, err := apply.New(c).Apply(ctx, objs)

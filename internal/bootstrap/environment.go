@@ -12,11 +12,11 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/apply"
+	"cluster-init.dev/cluster-init/internal/handoff"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/readiness"
@@ -116,15 +116,13 @@ func secretsRevision(ctx context.Context, c *kube.Cluster, secrets []*unstructur
 // from then on the units carry the new values.
 func reconcileRelease(ctx context.Context, s *session, c *kube.Cluster) error {
 	key := client.ObjectKey{Namespace: names.Namespace, Name: names.Release}
-	at := time.Now().Format(time.RFC3339Nano)
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, meta.ReconcileRequestAnnotation, at)
-	if err := c.Client.Patch(ctx, &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}},
-		client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+	at, err := handoff.RequestReconcile(ctx, c.Client, &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}, time.Now())
+	if err != nil {
 		return fmt.Errorf("request a reconciliation of HelmRelease %s: %w", key.Name, err)
 	}
 	const timeout = 10 * time.Minute
 	var failed error
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		hr := &helmv2.HelmRelease{}
 		if err := c.Client.Get(ctx, key, hr); err != nil || hr.Status.LastHandledReconcileAt != at {
 			s.out.Waiting("the cluster-init release to take the new values", nil)

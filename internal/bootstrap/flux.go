@@ -2,24 +2,31 @@ package bootstrap
 
 import (
 	"context"
-	"slices"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// installFlux applies Flux from kustomize-components/flux-system (flux-system-bootstrap in a kind
-// bootstrap cluster, together with whose CoreDNS it starts) and waits for it.
+// installFlux applies Flux from kustomize-components/flux-system and waits for it. A kind
+// bootstrap cluster gets flux-system-bootstrap, and its CoreDNS is awaited with it: both start once
+// the CNI runs, and Flux's controllers find each other through it.
 func installFlux(ctx context.Context, s *session, bc *bootstrapCluster) error {
-	render, what := s.renderer.Flux, "Flux"
-	if bc.kind != nil {
-		render, what = s.renderer.BootstrapFlux, "Flux and the cluster's DNS"
+	if bc.kind == nil {
+		objs, err := s.renderer.Flux(ctx)
+		if err != nil {
+			return err
+		}
+		return applyAndWait(ctx, s, bc.cluster, "Flux", objs, objs, 5*time.Minute)
 	}
-	objs, err := render(ctx)
+	objs, err := s.renderer.BootstrapFlux(ctx)
 	if err != nil {
 		return err
 	}
-	wait := objs
-	if bc.kind != nil {
-		wait = append(slices.Clone(objs), kindDNS())
-	}
-	return applyAndWait(ctx, s, bc.cluster, what, objs, wait, 5*time.Minute)
+	coredns := &unstructured.Unstructured{}
+	coredns.SetAPIVersion("apps/v1")
+	coredns.SetKind("Deployment")
+	coredns.SetNamespace("kube-system")
+	coredns.SetName("coredns")
+	wait := append(append([]*unstructured.Unstructured{}, objs...), coredns)
+	return applyAndWait(ctx, s, bc.cluster, "Flux and the cluster's DNS", objs, wait, 5*time.Minute)
 }

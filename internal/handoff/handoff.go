@@ -72,13 +72,21 @@ func (r *Requester) Request(ctx context.Context, u readiness.Units) ([]string, e
 		if last, ok := r.asked[ks.Name]; ok && now.Sub(last) < minGap {
 			continue
 		}
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, meta.ReconcileRequestAnnotation, now.Format(time.RFC3339Nano))
 		obj := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: ks.Namespace, Name: ks.Name}}
-		if err := r.c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch))); client.IgnoreNotFound(err) != nil {
+		if _, err := RequestReconcile(ctx, r.c, obj, now); client.IgnoreNotFound(err) != nil {
 			return asked, fmt.Errorf("request a reconciliation of unit %s: %w", name, err)
 		}
 		r.asked[ks.Name] = now
 		asked = append(asked, name)
 	}
 	return asked, nil
+}
+
+// RequestReconcile asks Flux to reconcile obj (a Kustomization or a HelmRelease) now rather than at
+// its next interval, as `flux reconcile` does, and returns the request's value: Flux reports it in
+// status.lastHandledReconcileAt once it has handled it.
+func RequestReconcile(ctx context.Context, c client.Client, obj client.Object, at time.Time) (string, error) {
+	value := at.Format(time.RFC3339Nano)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, meta.ReconcileRequestAnnotation, value)
+	return value, c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
 }
