@@ -94,7 +94,8 @@ func ensureBootstrapCluster(ctx context.Context, s *session, v values.Settings) 
 		s.out.Log("loaded %s from the local Docker engine", v.ClusterInitImage)
 	}
 	// Flux comes after: pods created before the pod network works wait out the kubelet's back-off
-	// (CoreDNS's do: Flux waits for it, see installFlux).
+	// (flannel's configuration, written once it has its lease, keeps CoreDNS's from starting
+	// sooner: Flux waits for it, see installFlux).
 	if err := waitReady(ctx, s, c, "the CNI", objs, 5*time.Minute); err != nil {
 		return nil, err
 	}

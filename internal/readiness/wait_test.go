@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,5 +76,29 @@ func TestWait(t *testing.T) {
 	err = readiness.Wait(ctx2, c, []*unstructured.Unstructured{toUnstructured(t, job, "batch/v1", "Job")}, time.Minute, nil)
 	if err == nil || !strings.Contains(err.Error(), "failed: Job/default/fails") || time.Since(start) > 30*time.Second {
 		t.Fatalf("failed Job: %v after %s", err, time.Since(start))
+	}
+}
+
+// A Flux release applied before that cluster's Flux runs (management-cluster-init starts once
+// management-flux is applied, not ready) is not ready: Flux's CRDs default its status to
+// observedGeneration -1, which kstatus, the rule of Flux's own health checks, reads as in progress.
+func TestAReleaseNoControllerHasSeenIsNotReady(t *testing.T) {
+	c := testenv.Start(t, "test")
+	ctx := t.Context()
+	hr := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+		"metadata": map[string]any{"namespace": "default", "name": "cluster-init"},
+		"spec":     map[string]any{"interval": "30m", "chartRef": map[string]any{"kind": "OCIRepository", "name": "cluster-init"}},
+	}}
+	if err := c.Client.Create(ctx, hr); err != nil {
+		t.Fatal(err)
+	}
+	var reported []readiness.NotReady
+	err := readiness.Wait(ctx, c, []*unstructured.Unstructured{hr}, 3*time.Second, func(p []readiness.NotReady) { reported = p })
+	if err == nil || !strings.Contains(err.Error(), "HelmRelease/default/cluster-init") {
+		t.Fatalf("a HelmRelease no controller has reconciled: %v", err)
+	}
+	if len(reported) != 1 || reported[0].Status != status.InProgressStatus {
+		t.Errorf("reported %v, want it in progress", reported)
 	}
 }

@@ -143,6 +143,10 @@ func TestProvidersStartOnceClusterAPIIsApplied(t *testing.T) {
 				for _, p := range e.providers {
 					want[p+" -> capi"] = "has(dep.status.inventory)"
 				}
+				if context == render.ContextBootstrap {
+					// Its release needs Flux's CRDs in the management cluster, not Flux running.
+					want["management-cluster-init -> management-flux"] = "has(dep.status.inventory)"
+				}
 				if !maps.Equal(onApply, want) {
 					t.Errorf("dependencies checked by readyExpr: got %v, want %v", onApply, want)
 				}
@@ -500,5 +504,80 @@ func TestFluxAsBootstrapInstallsIt(t *testing.T) {
 				t.Errorf("%d Flux controllers, want 3", deployments)
 			}
 		})
+	}
+}
+
+// Each unit waits for the Deployments of the one before it: their readiness is looked at every 2s
+// and first within a second (the webhooks of cert-manager and of every provider), instead of up to
+// 10s later at each level of the graph.
+func TestControllersAreLookedAtQuickly(t *testing.T) {
+	root := testenv.Checkout(t)
+	for _, env := range []string{"kubeadm-capd", "rke2-capo"} {
+		res := renderEnv(t, root, testenv.Environment(t, root, env), render.ContextBootstrap)
+		probed := map[string]bool{}
+		for _, o := range res.Objects {
+			if o.Unit == "" || o.Object.GetKind() != "Deployment" {
+				continue
+			}
+			containers, _, _ := unstructured.NestedSlice(o.Object.Object, "spec", "template", "spec", "containers")
+			probe, ok, _ := unstructured.NestedMap(containers[0].(map[string]any), "readinessProbe")
+			if !ok {
+				continue // ready once running
+			}
+			probed[o.Unit] = true
+			period, _, _ := unstructured.NestedInt64(probe, "periodSeconds")
+			delay, _, _ := unstructured.NestedInt64(probe, "initialDelaySeconds")
+			failures, _, _ := unstructured.NestedInt64(probe, "failureThreshold")
+			if period != 2 || delay > 1 || period*failures < 30 {
+				t.Errorf("%s: %s/%s: readiness first looked at after %ds, then every %ds, unready after %d failures",
+					env, o.Unit, o.Object.GetName(), delay, period, failures)
+			}
+		}
+		for _, unit := range []string{"cert-manager", "capi"} {
+			if !probed[unit] {
+				t.Errorf("%s: no readiness probe checked in unit %s: %v", env, unit, probed)
+			}
+		}
+	}
+}
+
+// A node turns Ready when its CNI configuration appears: flannel's is written once flanneld has
+// its lease, by a sidecar that stays (a plain init container would copy it before flanneld runs),
+// in both backends, with the shell's $! surviving Flux's substitution.
+func TestFlannelConfigurationWaitsForTheLease(t *testing.T) {
+	root := testenv.Checkout(t)
+	r, err := render.New(root, "v1.37.0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, backend := range []string{"vxlan", "host-gw"} {
+		objs, err := r.Build(t.Context(), "cni", "./kustomize-components/cni/flannel-"+backend, map[string]string{"POD_CIDR": "10.244.0.0/16"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, o := range objs {
+			if o.GetKind() != "DaemonSet" {
+				continue
+			}
+			inits, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "initContainers")
+			for _, c := range inits {
+				c := c.(map[string]any)
+				if c["name"] != "install-cni" {
+					continue
+				}
+				found = true
+				args, _, _ := unstructured.NestedStringSlice(c, "args")
+				script := strings.Join(args, " ")
+				if c["restartPolicy"] != "Always" || !strings.Contains(script, "until [ -f /run/flannel/subnet.env ]") ||
+					!strings.Contains(script, "10-flannel.conflist") || !strings.Contains(script, "wait $!") {
+					t.Errorf("%s: install-cni does not wait for the lease as a sidecar: %v", backend, c)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: no install-cni container", backend)
+		}
 	}
 }
