@@ -123,6 +123,8 @@ func TestBadEnvironmentFilesAreNamed(t *testing.T) {
 	}{
 		{"a cloud missing from clouds.yaml", "values.yaml", "", []string{"cluster.capo.cloud_name", `"elsewhere" is not a cloud of credentials.openstack.clouds_yaml (clouds: openstack)`}},
 		{"a clouds.yaml that is not YAML", "secrets.yaml", "credentials:\n  openstack:\n    clouds_yaml: \"clouds: [unclosed\"\n", []string{"secrets.yaml:3: credentials.openstack.clouds_yaml", "not YAML", "expected a clouds.yaml"}},
+		{"a cloud without the secret of its application credential", "secrets.yaml", "credentials:\n  openstack:\n    clouds_yaml: |\n      clouds:\n        openstack:\n          auth:\n            auth_url: https://keystone.example.invalid:5000/v3\n            application_credential_id: the-id\n          auth_type: v3applicationcredential\n",
+			[]string{"secrets.yaml:3: credentials.openstack.clouds_yaml", `cloud "openstack": auth.application_credential_secret: missing`}},
 		{"a values file that is not UTF-8", "values.yaml", "cluster:\n  name: \"caf\xe9\"\n", []string{"values.yaml:2: column 13: not UTF-8"}},
 		{"a secrets file too large", "secrets.yaml", "# " + strings.Repeat("x", 600<<10) + "\n", []string{"secrets.yaml", "larger than 512 KiB"}},
 	}

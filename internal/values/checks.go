@@ -198,7 +198,8 @@ func (c *checker) sourceURL() {
 	}
 }
 
-// capo: the clouds.yaml of the credentials must be YAML with the cloud the values name.
+// capo: the clouds.yaml of the credentials must be YAML with the cloud the values name, and that
+// cloud must hold what CAPO needs to authenticate (openstackAuthProblems).
 func (c *checker) capo() {
 	cloud, _ := c.str("cluster.capo.cloud_name")
 	text, ok := c.str("credentials.openstack.clouds_yaml")
@@ -218,11 +219,21 @@ func (c *checker) capo() {
 		c.add("credentials.openstack.clouds_yaml", "%s: expected a clouds.yaml with a map clouds", msg)
 		return
 	}
-	if _, found := doc.Clouds[cloud]; !found {
+	entry, found := doc.Clouds[cloud]
+	if !found {
 		var names []string
 		for n := range doc.Clouds {
 			names = append(names, n)
 		}
 		c.add("cluster.capo.cloud_name", "%q is not a cloud of credentials.openstack.clouds_yaml (clouds: %s)", cloud, strings.Join(slices.Sorted(slices.Values(names)), ", "))
+		return
+	}
+	settings, ok := entry.(map[string]any)
+	if !ok {
+		c.add("credentials.openstack.clouds_yaml", "cloud %q: expected a map with auth and auth_type", cloud)
+		return
+	}
+	for _, p := range openstackAuthProblems(settings) {
+		c.add("credentials.openstack.clouds_yaml", "cloud %q: %s", cloud, p)
 	}
 }
