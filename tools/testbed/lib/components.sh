@@ -253,3 +253,40 @@ build_kind() {
   CGO_ENABLED=0 go_bin "$wrap" "$key" kind "$m" -ldflags "-s -w"
   link_tool kind "$KIND_BIN/kind"
 }
+
+# The providers of the OpenStack and RKE2 environments, as their Makefiles build them (static,
+# the version stamped where upstream stamps it from git): CAPO, ORC (the OpenStack resources
+# CAPO's machines use) and the RKE2 bootstrap and control plane providers (CAPRKE2). RKE2 itself
+# is not built: its module is refused by the module proxy here.
+build_capo() {
+  require_vars CAPO_VERSION
+  local m=sigs.k8s.io/cluster-api-provider-openstack wrap key ld
+  wrap=$(wrapper_for capo "$m" "$CAPO_VERSION" "" "$m")
+  ld="-s -w -X $m/version.gitVersion=$CAPO_VERSION"
+  key=$(bin_key capo "$CAPO_VERSION" "$(basename "$wrap")" "$ld" cgo0)
+  CAPO_BIN=$CACHE/bin/$key
+  CGO_ENABLED=0 go_bin "$wrap" "$key" manager "$m" -ldflags "$ld"
+}
+
+build_orc() {
+  require_vars ORC_VERSION
+  local m=github.com/k-orc/openstack-resource-controller/v2 wrap key ld
+  # The checksum database has no entry for this module.
+  export GONOSUMDB=${GONOSUMDB:+$GONOSUMDB,}$m
+  wrap=$(wrapper_for orc "$m" "$ORC_VERSION" "" "$m/cmd/manager")
+  ld="-s -w -X $m/internal/version.gitVersion=$ORC_VERSION"
+  key=$(bin_key orc "$ORC_VERSION" "$(basename "$wrap")" "$ld" cgo0)
+  ORC_BIN=$CACHE/bin/$key
+  CGO_ENABLED=0 go_bin "$wrap" "$key" manager "$m/cmd/manager" -ldflags "$ld"
+}
+
+build_caprke2() {
+  require_vars CAPRKE2_VERSION
+  local m=github.com/rancher/cluster-api-provider-rke2 wrap key ld
+  wrap=$(wrapper_for caprke2 "$m" "$CAPRKE2_VERSION" "" "$m/bootstrap" "$m/controlplane")
+  ld="-s -w -X $m/version.gitVersion=$CAPRKE2_VERSION"
+  key=$(bin_key caprke2 "$CAPRKE2_VERSION" "$(basename "$wrap")" "$ld" cgo0)
+  CAPRKE2_BIN=$CACHE/bin/$key
+  CGO_ENABLED=0 go_bin "$wrap" "$key" rke2-bootstrap "$m/bootstrap" -ldflags "$ld"
+  CGO_ENABLED=0 go_bin "$wrap" "$key" rke2-control-plane "$m/controlplane" -ldflags "$ld"
+}

@@ -196,6 +196,32 @@ images_capi() {
   binary_image "$r/capd-manager:$CAPD_VERSION" "$STATIC_BASE" "" '["/manager"]' "$CAPI_BIN/capd:/manager"
 }
 
+# vendored_image FILE NAME: the image reference the vendored manifest FILE (under
+# kustomize-components/) gives the container image named NAME (the last path element, before
+# the tag): the manifests say which images the clusters pull.
+vendored_image() {
+  local ref
+  ref=$(awk -v n="$2" '$1 == "image:" { r = $2; sub(/:[^:\/]*$/, "", r); sub(/.*\//, "", r); if (r == n) { print $2; exit } }' \
+    "$REPO_ROOT/kustomize-components/$1")
+  [[ -n $ref ]] || die "no image $2 in kustomize-components/$1"
+  printf '%s\n' "$ref"
+}
+
+# The OpenStack and RKE2 providers, with the references of their vendored manifests: /manager,
+# user 65532, as their Dockerfiles build them. The manifests' tags must be the versions built.
+images_providers() {
+  local ref bin pair file name version
+  for pair in "capo/upstream/infrastructure-openstack.yaml capi-openstack-controller $CAPO_VERSION $CAPO_BIN/manager" \
+    "orc/upstream/install.yaml openstack-resource-controller $ORC_VERSION $ORC_BIN/manager" \
+    "cabpr/upstream/bootstrap-rke2.yaml cluster-api-provider-rke2-bootstrap $CAPRKE2_VERSION $CAPRKE2_BIN/rke2-bootstrap" \
+    "cabpr/upstream/control-plane-rke2.yaml cluster-api-provider-rke2-controlplane $CAPRKE2_VERSION $CAPRKE2_BIN/rke2-control-plane"; do
+    read -r file name version bin <<<"$pair"
+    ref=$(vendored_image "$file" "$name")
+    [[ ${ref##*:} == "$version" ]] || die "kustomize-components/$file runs $ref, not version $version (tools/versions.env)"
+    binary_image "$ref" "$STATIC_BASE" 65532 '["/manager"]' "$bin:/manager"
+  done
+}
+
 # CAPD's load balancer ($1: image reference from CAPD's constants): Debian's haproxy with
 # the entry point of kind's haproxy image. CAPD writes the config and sends SIGHUP.
 # Where the hard open-files limit is too low for CAPD's "maxconn 100000", the image
