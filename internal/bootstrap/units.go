@@ -105,11 +105,13 @@ func conclude(ctx context.Context, s *session, bc *bootstrapCluster, v values.Se
 		clusters = append(clusters, m)
 	}
 	s.result.Diagnostics = collectDiagnostics(ctx, s, text, clusters...)
-	msg := fmt.Sprintf("the bootstrap is stuck: %s", text)
+	// The cause (a failed unit, the run's --timeout) on a line of its own, before the bundle's
+	// path: after it, it read as if writing the bundle had failed.
+	diagnostics := ""
 	if s.result.Diagnostics != "" {
-		msg += "\ndiagnostics (no secret values in it): " + s.result.Diagnostics
+		diagnostics = "\ndiagnostics (no secret values in it): " + s.result.Diagnostics
 	}
-	return fmt.Errorf("%s: %w", msg, cause)
+	return fmt.Errorf("the bootstrap is stuck: %s\n(%w)%s", text, cause, diagnostics)
 }
 
 // clusterOf connects to a cluster Cluster API created, through the kubeconfig Secret it wrote.
