@@ -32,6 +32,9 @@ var badValues = []struct {
 	{"pods and services overlapping", "cluster:\n  network:\n    pods_cidr: 10.128.0.0/16\n", []string{":3: cluster.network.pods_cidr", "overlaps cluster.network.services_cidr", "expected networks that do not overlap"}},
 	{"pods over the bootstrap cluster's", "cluster:\n  network:\n    pods_cidr: 10.244.0.0/16\n", []string{":3: cluster.network.pods_cidr", "overlaps bootstrap_cluster.pods_cidr"}},
 	{"bootstrap services over the cluster's", "bootstrap_cluster:\n  services_cidr: 10.128.0.0/16\n", []string{":2: bootstrap_cluster.services_cidr", "overlaps cluster.network.services_cidr"}},
+	// Air-gapped RKE2: a checksum that is not one, the kind node image that has no artifacts.
+	{"an RKE2 artifacts checksum that is not a sha256", "cluster:\n  rke2_air_gapped:\n    artifacts_checksum: abc123\n", []string{":3: cluster.rke2_air_gapped.artifacts_checksum", "64 hex digits"}},
+	{"air-gapped RKE2 on the kind node image", "cluster:\n  providers:\n    bootstrap: rke2\n  rke2_version: v1.37.0+rke2r1\n  rke2_air_gapped:\n    enabled: true\n", []string{":6: cluster.rke2_air_gapped.enabled", "holds no RKE2 artifacts", "/opt/rke2-artifacts"}},
 	// Versions and images.
 	{"a version that is not one", "cluster:\n  kubernetes_version: latest\n", []string{":2: cluster.kubernetes_version"}},
 	{"a version skewed from the node image", "cluster:\n  kubernetes_version: v1.36.2\n", []string{":2: cluster.kubernetes_version", "node image", "expected the node image of the same version"}},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -17,6 +18,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/pivot"
 	"cluster-init.dev/cluster-init/internal/progress"
+	"cluster-init.dev/cluster-init/internal/reconcileerrors"
 	"cluster-init.dev/cluster-init/internal/redact"
 	"cluster-init.dev/cluster-init/internal/units"
 	"cluster-init.dev/cluster-init/internal/values"
@@ -97,6 +99,7 @@ func conclude(ctx context.Context, s *session, bc *bootstrapCluster, v values.Se
 		text = "the cluster-init release did not render its units: " + snap.Release
 	} else {
 		c := progress.Conclude(snap)
+		explainCluster(ctx, bc.cluster, v.Cluster.Name, snap.Graph, &c)
 		s.result.Conclusion = &c
 		text = c.String()
 	}
@@ -112,6 +115,28 @@ func conclude(ctx context.Context, s *session, bc *bootstrapCluster, v values.Se
 		diagnostics = "\ndiagnostics (no secret values in it): " + s.result.Diagnostics
 	}
 	return fmt.Errorf("the bootstrap is stuck: %s\n(%w)%s", text, cause, diagnostics)
+}
+
+// explainCluster adds to a blocking cluster unit what the providers logged for the objects its
+// cluster waits for: a provider that cannot reach its cloud says so only in its log.
+func explainCluster(ctx context.Context, c *kube.Cluster, name string, g *units.Graph, conclusion *progress.Conclusion) {
+	role, ok := g.ByRole(units.RoleCluster)
+	if !ok {
+		return
+	}
+	for i := range conclusion.Blocking {
+		u := &conclusion.Blocking[i]
+		if u.Name != role.Name {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		lines, err := reconcileerrors.OfCluster(ctx, c, names.Namespace, name)
+		cancel()
+		if err != nil {
+			lines = []string{fmt.Sprintf("the providers' logs could not be read: %v", err)}
+		}
+		u.Details = append(slices.Clip(u.Details), lines...)
+	}
 }
 
 // clusterOf connects to a cluster Cluster API created, through the kubeconfig Secret it wrote.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -22,6 +23,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/pivot"
+	"cluster-init.dev/cluster-init/internal/reconcileerrors"
 )
 
 // Target is what to remove.
@@ -88,6 +90,8 @@ func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string,
 			return removeAdopted(ctx, management, t, owned, log)
 		}
 	}
+	// deleted: the Cluster is gone from the bootstrap cluster with everything its provider made.
+	deleted := false
 	exists, err := m.Exists(t.Kind)
 	if err != nil {
 		return err
@@ -108,8 +112,22 @@ func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string,
 				remember(m)
 			}
 		}
-		if err := deleteCluster(ctx, c, t, log); err != nil {
-			log("could not delete Cluster %s through Cluster API: %v (removing its containers directly)", t.Cluster, err)
+		// Defined here: not moved to the management cluster by a pivot.
+		defined := c.Client.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Cluster}, &clusterv1.Cluster{}) == nil
+		err = deleteCluster(ctx, c, t, log)
+		deleted = defined && err == nil
+		if err != nil {
+			if !t.CAPD {
+				// Machines elsewhere than this host: the kind cluster is the only record of what
+				// the provider created there, and goes only once nothing is.
+				left, lerr := recordedResources(ctx, c.Client, t.Namespace, t.Cluster)
+				deleted = defined && lerr == nil && len(left) == 0
+				if !deleted {
+					return fmt.Errorf("cluster %s/%s was not deleted through Cluster API: %v; its provider recorded what it created (%s): kind cluster %s is kept, the only record of it. Run cleanup again once the provider can reach its infrastructure, or delete those resources there and then the kind cluster", t.Namespace, t.Cluster, err, describeLeft(left, lerr), t.Kind)
+				}
+			} else {
+				log("could not delete Cluster %s through Cluster API: %v (removing its containers directly)", t.Cluster, err)
+			}
 		}
 		log("deleting kind cluster %s", t.Kind)
 		if err := m.Delete(t.Kind); err != nil {
@@ -123,6 +141,13 @@ func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string,
 		log("could not delete the workload clusters through Cluster API: %v (removing their containers directly)", err)
 	}
 	if !t.CAPD {
+		// No management cluster: the Cluster was only ever in the bootstrap cluster.
+		if management == nil {
+			if deleted {
+				log("Cluster %s is deleted, and nothing its provider made is left", t.Cluster)
+			}
+			return forget(t, log)
+		}
 		log("the machines of %s are not containers of this host: delete them from the management cluster", t.Cluster)
 		return nil
 	}
@@ -206,6 +231,18 @@ func deleteWorkloadClusters(ctx context.Context, m *kube.Cluster, t Target, log 
 	return names, err
 }
 
+// unreachableAfter is how long the deletion of a Cluster whose provider recorded nothing it
+// created is waited for: a provider that can reach its infrastructure has finished by then.
+const unreachableAfter = 30 * time.Second
+
+// describeLeft lists what a provider recorded, or why it could not be read.
+func describeLeft(left []string, err error) string {
+	if err != nil {
+		return "could not be read: " + err.Error()
+	}
+	return strings.Join(left, "; ")
+}
+
 // deleteCluster deletes the Cluster API cluster from the bootstrap cluster and waits until its
 // controllers have removed it. Without running controllers nothing would remove it: the
 // containers are removed directly instead.
@@ -228,10 +265,24 @@ func deleteCluster(ctx context.Context, c *kube.Cluster, t Target, log func(stri
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
+	start := time.Now()
 	for {
 		err := c.Client.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Cluster}, &clusterv1.Cluster{})
 		if apierrors.IsNotFound(err) {
 			return nil
+		}
+		// A provider that cannot reach its infrastructure never removes its finalizer: once the
+		// deletion has had its time, and the provider recorded nothing it created, nothing is
+		// left behind by not waiting for it.
+		if !t.CAPD && time.Since(start) > unreachableAfter {
+			if left, err := recordedResources(ctx, c.Client, t.Namespace, t.Cluster); err == nil && len(left) == 0 {
+				why := "its provider does not finish"
+				if lines, err := reconcileerrors.OfCluster(ctx, c, t.Namespace, t.Cluster); err == nil && len(lines) > 0 {
+					why = lines[0]
+				}
+				log("Cluster %s/%s is not deleted after %s: %s. Its provider recorded nothing it created: nothing is left behind, not waiting for it", t.Namespace, t.Cluster, unreachableAfter, why)
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -91,7 +91,9 @@ func Read(ctx context.Context, c client.Reader, namespace, name string) (View, e
 		ready := apimeta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineReadyCondition)
 		mv.Ready = mv.Phase == string(clusterv1.MachinePhaseRunning) && mv.Node != "" && ready != nil && ready.Status == metav1.ConditionTrue
 		if ready != nil && ready.Status != metav1.ConditionTrue && ready.Message != "" {
-			mv.Message = FirstLine(ready.Message)
+			// The whole message: what a machine waits for is at the bottom of Cluster API's
+			// nested summary (a failed bootstrap command and its stderr, under InfrastructureReady).
+			mv.Message = Flatten(ready.Message)
 		}
 		v.Machines = append(v.Machines, mv)
 	}
@@ -242,6 +244,35 @@ func Replaced(before, after map[string]string) []string {
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+// flattenedLength bounds a flattened message: a few lines of a terminal.
+const flattenedLength = 600
+
+// Flatten puts a Cluster API condition message, nested "* Condition: …" lists, on one line: a
+// condition and what it says are joined by a space, the items by "; ", empty items dropped.
+func Flatten(s string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+		item := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "* "))
+		item = strings.TrimRight(item, ", ")
+		if item == "" || item == "STDOUT:" || item == "STDERR:" {
+			continue
+		}
+		if b.Len() > 0 {
+			if strings.HasSuffix(b.String(), ":") {
+				b.WriteString(" ")
+			} else {
+				b.WriteString("; ")
+			}
+		}
+		b.WriteString(item)
+	}
+	out := b.String()
+	if r := []rune(out); len(r) > flattenedLength {
+		out = string(r[:flattenedLength]) + " …"
+	}
 	return out
 }
 

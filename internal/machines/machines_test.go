@@ -3,6 +3,7 @@ package machines_test
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -172,5 +173,23 @@ func TestReplaced(t *testing.T) {
 	}
 	if r := machines.Replaced(before, map[string]string{"a": "docker:////a2"}); len(r) != 2 {
 		t.Errorf("replaced %v", r)
+	}
+}
+
+// What a machine waits for is at the bottom of Cluster API's nested summary: a failed bootstrap
+// command and its stderr (as CAPD reports an RKE2 machine that could not install RKE2).
+func TestFlattenKeepsWhatTheMachineWaitsFor(t *testing.T) {
+	ready := "* InfrastructureReady:\n  * BootstrapCompleted:\n    * Running boostrap command [ /bin/sh -c systemctl enable rke2-server.service ]\n" +
+		"    * ERROR: exited with status: 1, \n    * STDOUT: \n    * STDERR: Failed to enable unit: Unit file rke2-server.service does not exist.\n" +
+		"* NodeHealthy: Waiting for Cluster control plane to be initialized"
+	want := "InfrastructureReady: BootstrapCompleted: Running boostrap command [ /bin/sh -c systemctl enable rke2-server.service ]; " +
+		"ERROR: exited with status: 1; STDERR: Failed to enable unit: Unit file rke2-server.service does not exist.; " +
+		"NodeHealthy: Waiting for Cluster control plane to be initialized"
+	if got := machines.Flatten(ready); got != want {
+		t.Errorf("Flatten:\n got %q\nwant %q", got, want)
+	}
+	long := machines.Flatten(strings.Repeat("é", 5000))
+	if !strings.HasSuffix(long, " …") || !utf8.ValidString(long) || utf8.RuneCountInString(long) > 1000 {
+		t.Errorf("a long message is not cut to a few lines, on a character boundary: %d characters", utf8.RuneCountInString(long))
 	}
 }

@@ -66,6 +66,7 @@ func TestUnitsGoThroughTheirStatesAndTheBlockingUnitIsNamed(t *testing.T) {
 	if u, _ := s.Unit("cluster"); u.State != readiness.Reconciling {
 		t.Errorf("cluster within its timeout: %s", u.State)
 	}
+	obs.Graph.Units["cluster"].Help = "RKE2 machines download RKE2 at first boot"
 	s = tr.Update(obs, t0.Add(31*time.Minute+40*time.Second))
 	c := Conclude(s)
 	if len(c.Blocking) != 1 || c.Blocking[0].Name != "cluster" || c.Blocking[0].State != readiness.Failed {
@@ -75,7 +76,8 @@ func TestUnitsGoThroughTheirStatesAndTheBlockingUnitIsNamed(t *testing.T) {
 		t.Errorf("waiting on cluster: %v", c.Waiting["cluster"])
 	}
 	text := c.String()
-	for _, w := range []string{"unit cluster failed after 30m0s: HealthCheckFailed: timeout waiting for Cluster", "waiting on it: cni", "Cluster management: Provisioning"} {
+	for _, w := range []string{"unit cluster failed after 30m0s: HealthCheckFailed: timeout waiting for Cluster", "waiting on it: cni", "Cluster management: Provisioning",
+		"what to look at: RKE2 machines download RKE2 at first boot"} {
 		if !strings.Contains(text, w) {
 			t.Errorf("conclusion lacks %q:\n%s", w, text)
 		}

@@ -34,6 +34,8 @@ type Unit struct {
 	Since       time.Time `json:"since,omitzero"`
 	Details     []string  `json:"details,omitempty"`
 	Description string    `json:"description,omitempty"`
+	// Help is what to look at when the unit blocks (the chart's info.help).
+	Help string `json:"help,omitempty"`
 
 	readyWhenSuspended bool
 }
@@ -152,7 +154,7 @@ func (t *Tracker) Update(obs Observed, now time.Time) Snapshot {
 	done := map[string]bool{}
 	for _, gu := range obs.Graph.Enabled() {
 		timeout, _ := time.ParseDuration(gu.Timeout)
-		u := Unit{Name: gu.Name, DependsOn: gu.DependsOn, Timeout: timeout, Description: gu.Description, Details: obs.Details[gu.Name]}
+		u := Unit{Name: gu.Name, DependsOn: gu.DependsOn, Timeout: timeout, Description: gu.Description, Help: gu.Help, Details: obs.Details[gu.Name]}
 		for _, d := range gu.DependsOn {
 			if !done[d] {
 				u.WaitingOn = append(u.WaitingOn, d)
@@ -252,6 +254,9 @@ func (c Conclusion) String() string {
 		}
 		for _, d := range u.Details {
 			fmt.Fprintf(&b, "  %s\n", d)
+		}
+		if u.Help != "" {
+			fmt.Fprintf(&b, "  what to look at: %s\n", u.Help)
 		}
 	}
 	return strings.TrimRight(b.String(), "\n")

@@ -31,6 +31,7 @@ var vendored = []string{
 	"cabpk/upstream/bootstrap-kubeadm.yaml",
 	"cabpk/upstream/control-plane-kubeadm.yaml",
 	"capd/upstream/infrastructure-docker.yaml",
+	"capo/upstream/infrastructure-openstack.yaml",
 }
 
 // Start starts a cluster for the test, stopped when the test ends.

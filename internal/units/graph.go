@@ -15,12 +15,15 @@ import (
 
 // Unit is one unit as the chart resolved it.
 type Unit struct {
-	Name        string   `json:"name"`
-	Enabled     bool     `json:"enabled"`
-	Reason      string   `json:"reason"`
-	Description string   `json:"description"`
-	Contexts    []string `json:"contexts"`
-	DependsOn   []string `json:"depends_on"`
+	Name        string `json:"name"`
+	Enabled     bool   `json:"enabled"`
+	Reason      string `json:"reason"`
+	Description string `json:"description"`
+	// Help is what to look at when the unit blocks the bootstrap (the chart's info.help, for the
+	// values it rendered with), shown in the conclusion.
+	Help      string   `json:"help,omitempty"`
+	Contexts  []string `json:"contexts"`
+	DependsOn []string `json:"depends_on"`
 	// AppliedDeps are the dependencies the unit waits for only until their objects are applied,
 	// not until they are ready (their CRDs are what it needs, as clusterctl init installs the
 	// providers together once cert-manager runs).

@@ -23,6 +23,7 @@ func Check(layers []Layer, merged map[string]any, s Settings, fallback Origin) P
 	c.networks(s)
 	c.images()
 	c.versions(s)
+	c.rke2AirGapped(s)
 	c.context()
 	c.sourceURL()
 	// A workload cluster's credentials are the management cluster's, given to its release in
@@ -167,6 +168,20 @@ func (c *checker) versions(s Settings) {
 			}
 		}
 	}
+}
+
+// rke2AirGapped: air-gapped RKE2 machines install RKE2 from their own image; the kind node image
+// CAPD uses by default holds no RKE2 artifacts, and the machines would fail only at first boot.
+func (c *checker) rke2AirGapped(s Settings) {
+	if s.Cluster.Providers.Bootstrap != "rke2" || !s.Cluster.RKE2AirGapped.Enabled || s.Cluster.Providers.Infrastructure != "capd" {
+		return
+	}
+	ref, err := name.ParseReference(s.Cluster.CAPD.NodeImage)
+	if err != nil || ref.Context().RepositoryStr() != "kindest/node" {
+		return
+	}
+	key, _ := c.latest("cluster.capd.node_image", "cluster.rke2_air_gapped.enabled")
+	c.add(key, "air-gapped RKE2 with the kind node image %s, which holds no RKE2 artifacts: expected cluster.capd.node_image to name an image built from it with the RKE2 release in /opt/rke2-artifacts and its install script as /opt/install.sh (environment-values/rke2-capd/README.md)", s.Cluster.CAPD.NodeImage)
 }
 
 // context is the cluster a release runs in: the chart's context files and the tool set it. A

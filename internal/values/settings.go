@@ -31,7 +31,10 @@ type ClusterSettings struct {
 		Infrastructure string `json:"infrastructure"`
 	} `json:"providers"`
 	KubernetesVersion string `json:"kubernetes_version"`
-	Network           struct {
+	RKE2AirGapped     struct {
+		Enabled bool `json:"enabled"`
+	} `json:"rke2_air_gapped"`
+	Network struct {
 		PodsCIDR     string `json:"pods_cidr"`
 		ServicesCIDR string `json:"services_cidr"`
 	} `json:"network"`

@@ -140,6 +140,18 @@ capi-cluster.kubeletArgs: kubelet arguments of every kubeadm machine.
 {{- end -}}
 
 {{/*
+capi-cluster.rke2AgentConfig: the agentConfig of every RKE2 machine, control plane and workers:
+air-gapped, RKE2 is installed from the artifacts in the machine's image.
+*/}}
+{{- define "capi-cluster.rke2AgentConfig" -}}
+{{- $ag := .Values.cluster.rke2_air_gapped | default dict -}}
+{{- $config := dict -}}
+{{- if $ag.enabled }}{{ $_ := set $config "airGapped" true }}{{ end -}}
+{{- if and $ag.enabled $ag.artifacts_checksum }}{{ $_ := set $config "airGappedChecksum" $ag.artifacts_checksum }}{{ end -}}
+{{- toJson $config -}}
+{{- end -}}
+
+{{/*
 capi-cluster.rke2Registries: RKE2 privateRegistriesConfig from the mirrors.
 */}}
 {{- define "capi-cluster.rke2Registries" -}}
@@ -180,7 +192,7 @@ capi-cluster.workerConfig: the spec of the workers' bootstrap config template (k
 {{- else -}}
   {{- $registries := fromJson (include "capi-cluster.rke2Registries" .) -}}
   {{- $files := fromJsonArray (include "capi-cluster.rke2Files" .) -}}
-  {{- $config := dict "agentConfig" dict -}}
+  {{- $config := dict "agentConfig" (fromJson (include "capi-cluster.rke2AgentConfig" .)) -}}
   {{- if $registries.mirrors }}{{ $_ := set $config "privateRegistriesConfig" $registries }}{{ end -}}
   {{- if $files }}{{ $_ := set $config "files" $files }}{{ end -}}
   {{- toJson $config -}}

@@ -68,6 +68,7 @@ Output: JSON {"units": {name: {...}}, "order": [enabled unit names, dependencies
         "enabled" $state.enabled
         "reason" $state.reason
         "description" (dig "info" "description" "" $u)
+        "help" (tpl (dig "info" "help" "" $u) $root | trim)
         "contexts" ($u.contexts | default $knownContexts)
         "depends_on" $deps
         "applied_deps" $applied

@@ -176,3 +176,24 @@ cluster-init.labels: the labels of every object the chart renders for a unit.
 app.kubernetes.io/part-of: cluster-init
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
+
+{{/*
+cluster-init.clusterHelp: what to look at when the cluster unit blocks, for the providers and
+values the release renders with: where the machines get what they need, and the values that
+change it.
+*/}}
+{{- define "cluster-init.clusterHelp" -}}
+{{- $c := .Values.cluster -}}
+{{- $image := ternary "cluster.capd.node_image" "cluster.capo.image_name" (eq $c.providers.infrastructure "capd") -}}
+{{- if eq $c.providers.infrastructure "capo" -}}
+CAPO reaches the OpenStack cloud {{ $c.capo.cloud_name | quote }} of credentials.openstack.clouds_yaml: an authentication or connection error is its auth_url or credentials (secrets.yaml), a missing image, flavor or network is cluster.capo.* or the flavors of cluster.control_plane and cluster.workers.
+{{- end -}}
+{{- if eq $c.providers.bootstrap "rke2" -}}
+{{- if eq $c.providers.infrastructure "capo" }} {{ end -}}
+{{- if ($c.rke2_air_gapped | default dict).enabled -}}
+Air-gapped RKE2 installs from /opt/rke2-artifacts and /opt/install.sh of the machines' image ({{ $image }}): a machine whose bootstrap fails there lacks them, or their checksum is not cluster.rke2_air_gapped.artifacts_checksum.
+{{- else -}}
+RKE2 machines download RKE2 {{ $c.rke2_version }} at first boot: a bootstrap that fails at rke2-server.service or the RKE2 install could not download it. Make the download reachable from the machines (proxies.https_proxy), or install from the machines' image: cluster.rke2_air_gapped.enabled: true with {{ $image }} holding the release's artifacts in /opt/rke2-artifacts and its install script as /opt/install.sh.
+{{- end -}}
+{{- end -}}
+{{- end -}}

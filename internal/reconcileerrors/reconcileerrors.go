@@ -1,0 +1,231 @@
+// Package reconcileerrors finds the last error a Cluster API provider's controller logged while
+// reconciling an object. A provider that fails before it can set a condition (CAPO that cannot
+// authenticate to its cloud returns the error from the reconcile, with no condition and no event)
+// says why only there; the conclusion of a stuck bootstrap quotes it.
+//
+// The controller is found as clusterctl finds providers: the object's CRD carries the label
+// cluster.x-k8s.io/provider, and so do the provider's pods. Both log formats of Kubernetes
+// components are read: text (klog's key="value") and JSON.
+package reconcileerrors
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cluster-init.dev/cluster-init/internal/kube"
+)
+
+// ProviderLabel names the provider of a CRD and of its controller's pods (clusterctl's contract).
+const ProviderLabel = "cluster.x-k8s.io/provider"
+
+// tailLines is how much of each controller's log is read: the last errors of a controller that
+// retries with back-off, not its history.
+const tailLines = int64(2000)
+
+// Found is the last reconcile error of an object.
+type Found struct {
+	Provider string // the provider label, such as infrastructure-openstack
+	Pod      string // namespace/name of the pod that logged it
+	Time     string // as the log line has it
+	Error    string
+	// Count is how many times the lines read hold an error for the object.
+	Count int
+}
+
+func (f Found) String() string {
+	when := f.Time
+	if m := klogClock.FindStringSubmatch(when); m != nil {
+		when = m[1]
+	}
+	return fmt.Sprintf("%s controller (%s), %d times in its recent log, last at %s: %s", f.Provider, f.Pod, f.Count, when, f.Error)
+}
+
+// klogClock is the time of day in klog's "MMDD hh:mm:ss.micro".
+var klogClock = regexp.MustCompile(`^\d{4} (\d{2}:\d{2}:\d{2})`)
+
+// Last finds the last reconcile error logged for the object kind namespace/name (group is the
+// kind's API group); found is false when the provider logged none in the lines read.
+func Last(ctx context.Context, c *kube.Cluster, gk schema.GroupKind, namespace, name string) (Found, bool, error) {
+	mapping, err := c.Mapper.RESTMapping(gk)
+	if err != nil {
+		return Found{}, false, fmt.Errorf("the resource of %s: %w", gk, err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	crdName := mapping.Resource.Resource + "." + gk.Group
+	if err := c.Client.Get(ctx, client.ObjectKey{Name: crdName}, crd); err != nil {
+		return Found{}, false, fmt.Errorf("read CRD %s: %w", crdName, err)
+	}
+	provider := crd.Labels[ProviderLabel]
+	if provider == "" {
+		return Found{}, false, fmt.Errorf("CRD %s has no %s label: its controller is not known", crdName, ProviderLabel)
+	}
+	pods := &corev1.PodList{}
+	if err := c.Client.List(ctx, pods, client.MatchingLabels{ProviderLabel: provider}); err != nil {
+		return Found{}, false, fmt.Errorf("list the pods of provider %s: %w", provider, err)
+	}
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return Found{}, false, fmt.Errorf("client of %s: %w", c.Name, err)
+	}
+	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
+	var last Found
+	found, total := false, 0
+	for _, p := range pods.Items {
+		for _, ctr := range p.Spec.Containers {
+			tail := tailLines
+			stream, err := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: ctr.Name, TailLines: &tail}).Stream(ctx)
+			if err != nil {
+				continue // a container not started yet has no log
+			}
+			f, ok := scan(stream, gk.Kind, namespace, name)
+			stream.Close()
+			if !ok {
+				continue
+			}
+			total += f.Count
+			if !found || f.Time > last.Time {
+				f.Provider, f.Pod = provider, p.Namespace+"/"+p.Name
+				last, found = f, true
+			}
+		}
+	}
+	last.Count = total
+	return last, found, nil
+}
+
+// klogText is a line of klog's text format: severity, date and time, then key="value" pairs.
+var (
+	klogHeader = regexp.MustCompile(`^[EWI](\d{4} \d{2}:\d{2}:\d{2}\.\d+)\s`)
+	klogPair   = regexp.MustCompile(`([A-Za-z][A-Za-z0-9_.]*)=("(?:[^"\\]|\\.)*"|\S+)`)
+)
+
+// scan reads a controller's log for the reconcile errors of one object.
+func scan(r io.Reader, kind, namespace, name string) (Found, bool) {
+	var last Found
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, "Reconciler error") {
+			continue
+		}
+		var fields map[string]string
+		var when string
+		if strings.HasPrefix(line, "{") {
+			fields, when = jsonFields(line)
+		} else {
+			fields, when = textFields(line)
+		}
+		if fields == nil || fields["msg"] != "Reconciler error" && !strings.Contains(line, `"Reconciler error"`) {
+			continue
+		}
+		if fields["controllerKind"] != kind || fields["namespace"] != namespace || fields["name"] != name {
+			continue
+		}
+		last.Count++
+		last.Time, last.Error = when, fields["err"]
+	}
+	return last, last.Count > 0
+}
+
+func textFields(line string) (map[string]string, string) {
+	h := klogHeader.FindStringSubmatch(line)
+	if h == nil {
+		return nil, ""
+	}
+	fields := map[string]string{}
+	for _, m := range klogPair.FindAllStringSubmatch(line, -1) {
+		v := m[2]
+		if strings.HasPrefix(v, `"`) {
+			if u, err := strconv.Unquote(v); err == nil {
+				v = u
+			}
+		}
+		if _, seen := fields[m[1]]; !seen {
+			fields[m[1]] = v
+		}
+	}
+	return fields, h[1]
+}
+
+func jsonFields(line string) (map[string]string, string) {
+	var raw map[string]any
+	if err := json.Unmarshal([]byte(line), &raw); err != nil {
+		return nil, ""
+	}
+	fields := map[string]string{}
+	for k, v := range raw {
+		switch v := v.(type) {
+		case string:
+			fields[k] = v
+		case float64:
+			fields[k] = strconv.FormatFloat(v, 'f', -1, 64)
+		}
+	}
+	when := fields["ts"]
+	return fields, when
+}
+
+// OfCluster looks for the last reconcile errors of the objects a Cluster API cluster waits for:
+// its infrastructure while it is not ready, its control plane while it is not initialized, and
+// the infrastructure and bootstrap config of every machine not ready. Each line names the object
+// and what its provider logged; objects whose providers logged nothing are left out.
+func OfCluster(ctx context.Context, c *kube.Cluster, namespace, name string) ([]string, error) {
+	cl := &clusterv1.Cluster{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cl); err != nil {
+		return nil, fmt.Errorf("read Cluster %s: %w", name, err)
+	}
+	var refs []clusterv1.ContractVersionedObjectReference
+	if !conditionTrue(cl.Status.Conditions, clusterv1.ClusterInfrastructureReadyCondition) {
+		refs = append(refs, cl.Spec.InfrastructureRef)
+	}
+	if !conditionTrue(cl.Status.Conditions, clusterv1.ClusterControlPlaneInitializedCondition) {
+		refs = append(refs, cl.Spec.ControlPlaneRef)
+	}
+	list := &clusterv1.MachineList{}
+	if err := c.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
+		return nil, fmt.Errorf("list the Machines of %s: %w", name, err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	for _, m := range list.Items {
+		if !conditionTrue(m.Status.Conditions, clusterv1.MachineReadyCondition) {
+			refs = append(refs, m.Spec.InfrastructureRef, m.Spec.Bootstrap.ConfigRef)
+		}
+	}
+	var lines []string
+	for _, ref := range refs {
+		if !ref.IsDefined() {
+			continue
+		}
+		f, ok, err := Last(ctx, c, schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind}, namespace, ref.Name)
+		if err != nil {
+			lines = append(lines, fmt.Sprintf("%s %s: its controller's log could not be read: %v", ref.Kind, ref.Name, err))
+			continue
+		}
+		if ok {
+			lines = append(lines, fmt.Sprintf("%s %s: %s", ref.Kind, ref.Name, f))
+		}
+	}
+	return lines, nil
+}
+
+func conditionTrue(conds []metav1.Condition, t string) bool {
+	c := apimeta.FindStatusCondition(conds, t)
+	return c != nil && c.Status == metav1.ConditionTrue
+}

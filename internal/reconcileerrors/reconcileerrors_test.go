@@ -1,0 +1,46 @@
+package reconcileerrors
+
+import (
+	"strings"
+	"testing"
+)
+
+// Lines as CAPO v0.13 logs them (klog text) when its cloud refuses the credentials, around lines
+// of other objects and other messages; and the JSON format of the same.
+const textLog = `I1123 11:12:30.100000       1 openstackcluster_controller.go:90] "Reconciling OpenStackCluster" controller="openstackcluster" controllerKind="OpenStackCluster" namespace="cluster-init" name="management"
+E1123 11:12:36.790688       1 controller.go:353] "Reconciler error" err="providerClient authentication err: Expected HTTP response code [201 202] when accessing [POST http://192.0.2.1:35357/v3/auth/tokens], but got 401 instead: {\"error\": {\"code\": 401}}" controller="openstackcluster" controllerGroup="infrastructure.cluster.x-k8s.io" controllerKind="OpenStackCluster" OpenStackCluster="cluster-init/management" namespace="cluster-init" name="management" reconcileID="1f"
+E1123 11:12:38.000000       1 controller.go:353] "Reconciler error" err="another object's error" controller="openstackcluster" controllerKind="OpenStackCluster" namespace="cluster-init" name="other" reconcileID="2f"
+E1123 11:12:39.357744       1 controller.go:353] "Reconciler error" err="providerClient authentication err: dial tcp 192.0.2.1:35357: connect: connection refused" controller="openstackcluster" controllerKind="OpenStackCluster" namespace="cluster-init" name="management" reconcileID="3f"
+E1123 11:12:40.000000       1 controller.go:353] "Reconciler error" err="a machine's error" controller="openstackmachine" controllerKind="OpenStackMachine" namespace="cluster-init" name="management" reconcileID="4f"
+`
+
+const jsonLog = `{"ts":"2026-11-23T11:12:36.790Z","level":"error","msg":"Reconciler error","controller":"openstackcluster","controllerKind":"OpenStackCluster","namespace":"cluster-init","name":"management","err":"first"}
+{"ts":"2026-11-23T11:12:37.000Z","level":"info","msg":"Reconciling","controllerKind":"OpenStackCluster","namespace":"cluster-init","name":"management","err":"not an error line"}
+{"ts":"2026-11-23T11:12:39.357Z","level":"error","msg":"Reconciler error","controller":"openstackcluster","controllerKind":"OpenStackCluster","namespace":"cluster-init","name":"management","err":"providerClient authentication err: dial tcp 192.0.2.1:35357: connect: connection refused"}
+`
+
+func TestTheLastErrorOfTheObjectIsFound(t *testing.T) {
+	for format, log := range map[string]string{"text": textLog, "json": jsonLog} {
+		f, ok := scan(strings.NewReader(log), "OpenStackCluster", "cluster-init", "management")
+		if !ok {
+			t.Fatalf("%s: no error found", format)
+		}
+		if want := "providerClient authentication err: dial tcp 192.0.2.1:35357: connect: connection refused"; f.Error != want {
+			t.Errorf("%s: error %q, want %q", format, f.Error, want)
+		}
+		if f.Count != 2 {
+			t.Errorf("%s: %d errors counted, want the object's 2", format, f.Count)
+		}
+		if !strings.Contains(f.Time, "11:12:39") {
+			t.Errorf("%s: time %q, want the last line's", format, f.Time)
+		}
+	}
+	// The quoted value is read whole, escaped quotes included.
+	f, _ := scan(strings.NewReader(strings.SplitN(textLog, "\n", 3)[1]), "OpenStackCluster", "cluster-init", "management")
+	if !strings.HasSuffix(f.Error, `{"error": {"code": 401}}`) {
+		t.Errorf("quoted error not unquoted whole: %q", f.Error)
+	}
+	if _, ok := scan(strings.NewReader(textLog), "OpenStackCluster", "cluster-init", "absent"); ok {
+		t.Error("an error found for an object that has none")
+	}
+}
