@@ -32,6 +32,7 @@ var vendored = []string{
 	"cabpk/upstream/control-plane-kubeadm.yaml",
 	"capd/upstream/infrastructure-docker.yaml",
 	"capo/upstream/infrastructure-openstack.yaml",
+	"applications/crd.yaml",
 }
 
 // Start starts a cluster for the test, stopped when the test ends.

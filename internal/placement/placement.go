@@ -1,0 +1,382 @@
+// Package placement places applications on the clusters of a management cluster: an Application
+// (apps.cluster-init.dev/v1alpha1) names a path of a Flux source and where it runs, a list of
+// clusters or a label selector over the Cluster API Clusters; for each cluster it runs on, one
+// Flux Kustomization applies the path through that cluster's kubeconfig, and Flux does the rest
+// (build, server-side apply, health checks, pruning). What Flux cannot do is done here, and only
+// that (docs/placement.md says why it needs a controller at all):
+//
+//   - resolve the placement against the Clusters that exist now (a selector, names, clusters that
+//     are missing or being deleted);
+//   - move make-before-break: a cluster that leaves the placement keeps the application until every
+//     cluster of the new placement runs it, then its Kustomization is deleted and Flux prunes what it
+//     applied there;
+//   - sum the status back: the Application is Ready only when every cluster of its placement is,
+//     and its message names the ones that are not, and the clusters that do not exist.
+package placement
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// GVK is the kind of the applications.
+var GVK = schema.GroupVersionKind{Group: "apps.cluster-init.dev", Version: "v1alpha1", Kind: "Application"}
+
+const (
+	// ApplicationLabel marks the Kustomizations of an application: "<namespace>.<name>".
+	ApplicationLabel = "apps.cluster-init.dev/application"
+	// ClusterLabel is the cluster a Kustomization applies to: "<namespace>.<name>".
+	ClusterLabel = "apps.cluster-init.dev/cluster"
+	// Finalizer keeps an Application until its Kustomizations, in the clusters' namespaces (no
+	// owner reference reaches there), are deleted.
+	Finalizer  = "apps.cluster-init.dev/placements"
+	fieldOwner = "cluster-init-placement"
+)
+
+// Spec is what an Application asks for.
+type Spec struct {
+	SourceRef       kustomizev1.CrossNamespaceSourceReference `json:"sourceRef"`
+	Path            string                                    `json:"path"`
+	TargetNamespace string                                    `json:"targetNamespace,omitempty"`
+	Interval        metav1.Duration                           `json:"interval,omitempty"`
+	Timeout         *metav1.Duration                          `json:"timeout,omitempty"`
+	Placement       Placement                                 `json:"placement"`
+}
+
+// Placement is where the application runs: the clusters named (name, or namespace/name) and those
+// the selector matches, the management cluster's own Cluster included.
+type Placement struct {
+	Clusters []string              `json:"clusters,omitempty"`
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+}
+
+// The states of a placement.
+const (
+	StateReady       = "Ready"
+	StateProgressing = "Progressing"
+	StateFailed      = "Failed"
+	StateMissing     = "Missing"  // named, but no such Cluster (or it is being deleted)
+	StateRemoving    = "Removing" // left the placement: removed once the new placement is ready
+)
+
+// PlacementStatus is the application on one cluster.
+type PlacementStatus struct {
+	Cluster string `json:"cluster"`
+	State   string `json:"state"`
+	Message string `json:"message,omitempty"`
+}
+
+// Status is the summed status of an application.
+type Status struct {
+	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
+	Conditions         []metav1.Condition `json:"conditions,omitempty"`
+	Placements         []PlacementStatus  `json:"placements,omitempty"`
+}
+
+// Reconciler reconciles Applications in the management cluster.
+type Reconciler struct {
+	Client client.Client
+	// RequeueAfter is how often an application whose placements are not all ready is looked at
+	// again, besides the watches.
+	RequeueAfter time.Duration
+}
+
+// target is a cluster an application is wanted on.
+type target struct {
+	key     client.ObjectKey // the Cluster
+	missing string           // why it cannot be placed there, if it cannot
+}
+
+func clusterID(k client.ObjectKey) string { return k.Namespace + "." + k.Name }
+
+// clusterName is how the status names a cluster: namespace/name, or the name as written when no
+// such Cluster exists.
+func clusterName(k client.ObjectKey) string {
+	if k.Namespace == "" {
+		return k.Name
+	}
+	return k.Namespace + "/" + k.Name
+}
+
+// Reconcile brings one Application's Kustomizations and status in line with its placement.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	app := &unstructured.Unstructured{}
+	app.SetGroupVersionKind(GVK)
+	if err := r.Client.Get(ctx, req.NamespacedName, app); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	appID := app.GetNamespace() + "." + app.GetName()
+	existing, err := r.kustomizations(ctx, appID)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !app.GetDeletionTimestamp().IsZero() {
+		return r.finalize(ctx, app, existing)
+	}
+	if !controllerutil.ContainsFinalizer(app, Finalizer) {
+		controllerutil.AddFinalizer(app, Finalizer)
+		if err := r.Client.Update(ctx, app); err != nil {
+			return reconcile.Result{}, fmt.Errorf("add the finalizer of application %s: %w", req, err)
+		}
+	}
+	var spec Spec
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(mapOf(app.Object["spec"]), &spec); err != nil {
+		return r.writeStatus(ctx, app, Status{Conditions: []metav1.Condition{condition(app, metav1.ConditionFalse, "InvalidSpec", err.Error())}})
+	}
+	targets, err := r.resolve(ctx, spec.Placement)
+	if err != nil {
+		return r.writeStatus(ctx, app, Status{Conditions: []metav1.Condition{condition(app, metav1.ConditionFalse, "InvalidPlacement", err.Error())}})
+	}
+
+	var st Status
+	wanted := map[string]bool{}
+	allReady, anyPlaced := true, false
+	for _, t := range targets {
+		id := clusterID(t.key)
+		if t.missing != "" {
+			st.Placements = append(st.Placements, PlacementStatus{Cluster: clusterName(t.key), State: StateMissing, Message: t.missing})
+			continue
+		}
+		wanted[id] = true
+		anyPlaced = true
+		k, err := r.apply(ctx, app, spec, t.key)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		ps := placementOf(k)
+		ps.Cluster = clusterName(t.key)
+		allReady = allReady && ps.State == StateReady
+		st.Placements = append(st.Placements, ps)
+	}
+	// Make-before-break: what left the placement goes once the new placement runs everywhere;
+	// never while nothing of the new placement exists (a typo must not leave no instance).
+	removable := allReady && (anyPlaced || len(targets) == 0)
+	for i := range existing {
+		k := &existing[i]
+		if wanted[k.Labels[ClusterLabel]] {
+			continue
+		}
+		cluster := strings.Replace(k.Labels[ClusterLabel], ".", "/", 1)
+		if removable {
+			if err := r.Client.Delete(ctx, k); client.IgnoreNotFound(err) != nil {
+				return reconcile.Result{}, fmt.Errorf("remove application %s from %s: %w", appID, cluster, err)
+			}
+			st.Placements = append(st.Placements, PlacementStatus{Cluster: cluster, State: StateRemoving, Message: "left the placement: being removed"})
+			continue
+		}
+		st.Placements = append(st.Placements, PlacementStatus{Cluster: cluster, State: StateRemoving, Message: "left the placement: kept until the new placement is ready"})
+	}
+	sort.SliceStable(st.Placements, func(i, j int) bool { return st.Placements[i].Cluster < st.Placements[j].Cluster })
+	st.Conditions = []metav1.Condition{summed(app, st.Placements)}
+	res, err := r.writeStatus(ctx, app, st)
+	if err == nil && st.Conditions[0].Status != metav1.ConditionTrue {
+		res.RequeueAfter = r.RequeueAfter
+	}
+	return res, err
+}
+
+// resolve turns a placement into clusters: each named one (found or not) and each the selector
+// matches, in a stable order.
+func (r *Reconciler) resolve(ctx context.Context, p Placement) ([]target, error) {
+	all := &clusterv1.ClusterList{}
+	if err := r.Client.List(ctx, all); err != nil {
+		return nil, fmt.Errorf("list the Clusters: %w", err)
+	}
+	var out []target
+	seen := map[client.ObjectKey]bool{}
+	add := func(t target) {
+		if !seen[t.key] {
+			seen[t.key] = true
+			out = append(out, t)
+		}
+	}
+	for _, name := range p.Clusters {
+		ns, n, qualified := strings.Cut(name, "/")
+		if !qualified {
+			ns, n = "", name
+		}
+		var matches []clusterv1.Cluster
+		for _, c := range all.Items {
+			if c.Name == n && (ns == "" || c.Namespace == ns) {
+				matches = append(matches, c)
+			}
+		}
+		switch {
+		case len(matches) == 0:
+			add(target{key: client.ObjectKey{Namespace: ns, Name: n}, missing: fmt.Sprintf("no Cluster %s", name)})
+		case len(matches) > 1:
+			add(target{key: client.ObjectKey{Namespace: ns, Name: n}, missing: fmt.Sprintf("%d Clusters are named %s: expected namespace/name", len(matches), n)})
+		case !matches[0].DeletionTimestamp.IsZero():
+			add(target{key: client.ObjectKeyFromObject(&matches[0]), missing: fmt.Sprintf("Cluster %s is being deleted", name)})
+		default:
+			add(target{key: client.ObjectKeyFromObject(&matches[0])})
+		}
+	}
+	if p.Selector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(p.Selector)
+		if err != nil {
+			return nil, fmt.Errorf("placement.selector: %w", err)
+		}
+		if sel.Empty() {
+			sel = labels.Everything()
+		}
+		for _, c := range all.Items {
+			if sel.Matches(labels.Set(c.Labels)) && c.DeletionTimestamp.IsZero() {
+				add(target{key: client.ObjectKeyFromObject(&c)})
+			}
+		}
+	}
+	return out, nil
+}
+
+// KustomizationName is the name of an application's Kustomization on a cluster, in the cluster's
+// namespace (its kubeconfig Secret is there).
+func KustomizationName(app, cluster string) string { return app + "-" + cluster }
+
+// apply server-side applies the application's Kustomization for a cluster and returns it as it is.
+func (r *Reconciler) apply(ctx context.Context, app *unstructured.Unstructured, spec Spec, cluster client.ObjectKey) (*kustomizev1.Kustomization, error) {
+	source := spec.SourceRef
+	if source.Namespace == "" {
+		source.Namespace = app.GetNamespace()
+	}
+	interval := spec.Interval
+	if interval.Duration == 0 {
+		interval.Duration = 5 * time.Minute
+	}
+	timeout := spec.Timeout
+	if timeout == nil {
+		timeout = &metav1.Duration{Duration: 5 * time.Minute}
+	}
+	k := &kustomizev1.Kustomization{
+		TypeMeta: metav1.TypeMeta{APIVersion: kustomizev1.GroupVersion.String(), Kind: kustomizev1.KustomizationKind},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: KustomizationName(app.GetName(), cluster.Name), Namespace: cluster.Namespace,
+			Labels: map[string]string{ApplicationLabel: app.GetNamespace() + "." + app.GetName(), ClusterLabel: clusterID(cluster)},
+		},
+		Spec: kustomizev1.KustomizationSpec{
+			SourceRef:       source,
+			Path:            spec.Path,
+			TargetNamespace: spec.TargetNamespace,
+			Interval:        interval,
+			RetryInterval:   &metav1.Duration{Duration: 20 * time.Second},
+			Timeout:         timeout,
+			Prune:           true,
+			Wait:            true,
+			KubeConfig:      &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: cluster.Name + "-kubeconfig", Key: "value"}},
+		},
+	}
+	if err := r.Client.Patch(ctx, k, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+		return nil, fmt.Errorf("apply the Kustomization of application %s on %s: %w", app.GetName(), cluster, err)
+	}
+	return k, nil
+}
+
+// placementOf reads a Kustomization's state: ready for its generation, failed, or on its way.
+func placementOf(k *kustomizev1.Kustomization) PlacementStatus {
+	ready := apimeta.FindStatusCondition(k.Status.Conditions, meta.ReadyCondition)
+	switch {
+	case ready == nil || k.Status.ObservedGeneration != k.Generation:
+		return PlacementStatus{State: StateProgressing, Message: "not reconciled yet"}
+	case ready.Status == metav1.ConditionTrue:
+		return PlacementStatus{State: StateReady}
+	case ready.Status == metav1.ConditionFalse && ready.Reason != meta.ProgressingReason && ready.Reason != meta.DependencyNotReadyReason:
+		return PlacementStatus{State: StateFailed, Message: ready.Reason + ": " + ready.Message}
+	default:
+		return PlacementStatus{State: StateProgressing, Message: ready.Message}
+	}
+}
+
+// summed is the Ready condition of an application: true when every cluster of its placement runs
+// it; the clusters leaving it do not count.
+func summed(app *unstructured.Unstructured, placements []PlacementStatus) metav1.Condition {
+	var notReady []string
+	ready := 0
+	for _, p := range placements {
+		switch p.State {
+		case StateRemoving:
+		case StateReady:
+			ready++
+		default:
+			notReady = append(notReady, fmt.Sprintf("%s %s (%s)", p.Cluster, strings.ToLower(p.State), p.Message))
+		}
+	}
+	if len(notReady) == 0 {
+		return condition(app, metav1.ConditionTrue, "Placed", fmt.Sprintf("ready on %d clusters", ready))
+	}
+	return condition(app, metav1.ConditionFalse, "NotPlaced", fmt.Sprintf("ready on %d of %d clusters; not on: %s", ready, ready+len(notReady), strings.Join(notReady, "; ")))
+}
+
+func condition(app *unstructured.Unstructured, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: meta.ReadyCondition, Status: status, Reason: reason, Message: msg, ObservedGeneration: app.GetGeneration()}
+}
+
+func (r *Reconciler) kustomizations(ctx context.Context, appID string) ([]kustomizev1.Kustomization, error) {
+	list := &kustomizev1.KustomizationList{}
+	if err := r.Client.List(ctx, list, client.MatchingLabels{ApplicationLabel: appID}); err != nil {
+		return nil, fmt.Errorf("list the Kustomizations of application %s: %w", appID, err)
+	}
+	return list.Items, nil
+}
+
+// finalize deletes every Kustomization of a deleted application (Flux prunes what they applied),
+// then lets the application go.
+func (r *Reconciler) finalize(ctx context.Context, app *unstructured.Unstructured, existing []kustomizev1.Kustomization) (reconcile.Result, error) {
+	for i := range existing {
+		if err := r.Client.Delete(ctx, &existing[i]); client.IgnoreNotFound(err) != nil {
+			return reconcile.Result{}, fmt.Errorf("delete Kustomization %s/%s: %w", existing[i].Namespace, existing[i].Name, err)
+		}
+	}
+	if len(existing) > 0 {
+		return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
+	}
+	controllerutil.RemoveFinalizer(app, Finalizer)
+	if err := r.Client.Update(ctx, app); err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, fmt.Errorf("remove the finalizer of application %s: %w", app.GetName(), err)
+	}
+	return reconcile.Result{}, nil
+}
+
+func (r *Reconciler) writeStatus(ctx context.Context, app *unstructured.Unstructured, st Status) (reconcile.Result, error) {
+	st.ObservedGeneration = app.GetGeneration()
+	// The conditions' transition times: kept while their status stays.
+	var old Status
+	_ = runtime.DefaultUnstructuredConverter.FromUnstructured(mapOf(app.Object["status"]), &old)
+	conditions := old.Conditions
+	for _, c := range st.Conditions {
+		apimeta.SetStatusCondition(&conditions, c)
+	}
+	st.Conditions = conditions
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	app.Object["status"] = obj
+	if err := r.Client.Status().Update(ctx, app); err != nil {
+		return reconcile.Result{}, fmt.Errorf("write the status of application %s: %w", app.GetName(), err)
+	}
+	return reconcile.Result{}, nil
+}
+
+func mapOf(v any) map[string]any {
+	if m, ok := v.(map[string]any); ok {
+		return m
+	}
+	return map[string]any{}
+}

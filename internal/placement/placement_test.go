@@ -1,0 +1,237 @@
+package placement_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"cluster-init.dev/cluster-init/internal/placement"
+	"cluster-init.dev/cluster-init/internal/testenv"
+)
+
+type world struct {
+	t   *testing.T
+	ctx context.Context
+	c   client.Client
+	r   *placement.Reconciler
+}
+
+func (w *world) reconcile() placement.Status {
+	w.t.Helper()
+	if _, err := w.r.Reconcile(w.ctx, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "cluster-init", Name: "hello"}}); err != nil {
+		w.t.Fatal(err)
+	}
+	return w.status()
+}
+
+func (w *world) status() placement.Status {
+	w.t.Helper()
+	app := w.app()
+	var st placement.Status
+	data, _ := app.Object["status"].(map[string]any)
+	if err := fromUnstructured(data, &st); err != nil {
+		w.t.Fatal(err)
+	}
+	return st
+}
+
+func (w *world) app() *unstructured.Unstructured {
+	w.t.Helper()
+	app := &unstructured.Unstructured{}
+	app.SetGroupVersionKind(placement.GVK)
+	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: "cluster-init", Name: "hello"}, app); err != nil {
+		w.t.Fatal(err)
+	}
+	return app
+}
+
+func (w *world) place(p map[string]any) {
+	w.t.Helper()
+	app := w.app()
+	if err := unstructured.SetNestedField(app.Object, p, "spec", "placement"); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := w.c.Update(w.ctx, app); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// flux plays kustomize-controller for one Kustomization: Ready (or failed) for its generation.
+func (w *world) flux(ns, name string, status metav1.ConditionStatus, reason, msg string) {
+	w.t.Helper()
+	k := &kustomizev1.Kustomization{}
+	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: ns, Name: name}, k); err != nil {
+		w.t.Fatal(err)
+	}
+	k.Status.ObservedGeneration = k.Generation
+	apimeta.SetStatusCondition(&k.Status.Conditions, metav1.Condition{Type: meta.ReadyCondition, Status: status, Reason: reason, Message: msg})
+	if err := w.c.Status().Update(w.ctx, k); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *world) exists(ns, name string) bool {
+	w.t.Helper()
+	err := w.c.Get(w.ctx, client.ObjectKey{Namespace: ns, Name: name}, &kustomizev1.Kustomization{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		w.t.Fatal(err)
+	}
+	return err == nil
+}
+
+func ready(st placement.Status) *metav1.Condition {
+	return apimeta.FindStatusCondition(st.Conditions, meta.ReadyCondition)
+}
+
+func states(st placement.Status) string {
+	var out []string
+	for _, p := range st.Placements {
+		out = append(out, p.Cluster+"="+p.State)
+	}
+	return strings.Join(out, " ")
+}
+
+// An application placed by name, moved make-before-break, placed on two clusters with one
+// failing, on a cluster that does not exist, by selector, and deleted: the Kustomizations Flux
+// runs and the summed status at each step.
+func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
+	kc := testenv.Start(t, "management")
+	w := &world{t: t, ctx: t.Context(), c: kc.Client, r: &placement.Reconciler{Client: kc.Client}}
+	for _, ns := range []string{"cluster-init", "workload-clusters"} {
+		if err := w.c.Create(w.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct{ ns, name, env string }{{"cluster-init", "management", "platform"}, {"workload-clusters", "wl1", "dev"}} {
+		cl := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: c.name, Labels: map[string]string{"env": c.env}},
+			Spec: clusterv1.ClusterSpec{ControlPlaneRef: clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane", Name: c.name}}}
+		if err := w.c.Create(w.ctx, cl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps.cluster-init.dev/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"namespace": "cluster-init", "name": "hello"},
+		"spec": map[string]any{
+			"sourceRef": map[string]any{"kind": "GitRepository", "name": "cluster-init"},
+			"path":      "./clusters/management/apps/hello/manifests",
+			"placement": map[string]any{"clusters": []any{"wl1"}},
+		},
+	}}
+	if err := w.c.Create(w.ctx, app); err != nil {
+		t.Fatal(err)
+	}
+
+	// On wl1: its Kustomization, in wl1's namespace, through wl1's kubeconfig, from the app's source.
+	st := w.reconcile()
+	k := &kustomizev1.Kustomization{}
+	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: "workload-clusters", Name: "hello-wl1"}, k); err != nil {
+		t.Fatal(err)
+	}
+	if k.Spec.KubeConfig == nil || k.Spec.KubeConfig.SecretRef.Name != "wl1-kubeconfig" || k.Spec.SourceRef.Namespace != "cluster-init" || !k.Spec.Prune || !k.Spec.Wait {
+		t.Errorf("Kustomization of wl1: %+v", k.Spec)
+	}
+	if c := ready(st); c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "workload-clusters/wl1 progressing") {
+		t.Errorf("before Flux applied it: %+v", c)
+	}
+	w.flux("workload-clusters", "hello-wl1", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
+	if st = w.reconcile(); ready(st).Status != metav1.ConditionTrue {
+		t.Errorf("running on wl1 but not Ready: %+v", ready(st))
+	}
+
+	// Moved to the management cluster: there first, then gone from wl1.
+	w.place(map[string]any{"clusters": []any{"management"}})
+	st = w.reconcile()
+	if !w.exists("cluster-init", "hello-management") || !w.exists("workload-clusters", "hello-wl1") {
+		t.Fatal("the move did not make before it broke")
+	}
+	if got := states(st); got != "cluster-init/management=Progressing workload-clusters/wl1=Removing" {
+		t.Errorf("during the move: %s", got)
+	}
+	if ready(st).Status != metav1.ConditionFalse {
+		t.Error("Ready while the new placement is not")
+	}
+	w.flux("cluster-init", "hello-management", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
+	st = w.reconcile()
+	if w.exists("workload-clusters", "hello-wl1") {
+		t.Error("wl1 keeps the application once the management cluster runs it")
+	}
+	if ready(st).Status != metav1.ConditionTrue {
+		t.Errorf("the cluster leaving the placement counts in the sum: %+v", ready(st))
+	}
+	if st = w.reconcile(); states(st) != "cluster-init/management=Ready" {
+		t.Errorf("after the move: %s", states(st))
+	}
+
+	// On both, failing on wl1 only: not Ready, and the message names wl1.
+	w.place(map[string]any{"clusters": []any{"management", "workload-clusters/wl1"}})
+	w.reconcile()
+	w.flux("workload-clusters", "hello-wl1", metav1.ConditionFalse, "HealthCheckFailed", "Deployment/hello/hello not ready")
+	st = w.reconcile()
+	if c := ready(st); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "ready on 1 of 2 clusters; not on: workload-clusters/wl1 failed (HealthCheckFailed: Deployment/hello/hello not ready)") {
+		t.Errorf("failing on wl1: %+v", c)
+	}
+	w.flux("workload-clusters", "hello-wl1", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
+	if st = w.reconcile(); ready(st).Status != metav1.ConditionTrue || ready(st).Message != "ready on 2 clusters" {
+		t.Errorf("on both: %+v", ready(st))
+	}
+
+	// A cluster that does not exist: named, not waited on by the others, and wl1 (which left) is
+	// removed since every cluster that exists runs it.
+	w.place(map[string]any{"clusters": []any{"management", "nope"}})
+	st = w.reconcile()
+	if c := ready(st); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "nope missing (no Cluster nope)") {
+		t.Errorf("a missing cluster: %+v", c)
+	}
+	if !w.exists("cluster-init", "hello-management") || w.exists("workload-clusters", "hello-wl1") {
+		t.Error("the missing cluster changed what runs elsewhere")
+	}
+	// Only a missing cluster: the application stays where it runs rather than nowhere.
+	w.place(map[string]any{"clusters": []any{"nope"}})
+	w.reconcile()
+	if !w.exists("cluster-init", "hello-management") {
+		t.Error("a placement on a missing cluster only left no instance")
+	}
+
+	// By selector: the clusters labelled env=dev, that is wl1.
+	w.place(map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"env": "dev"}}})
+	w.reconcile()
+	if !w.exists("workload-clusters", "hello-wl1") {
+		t.Error("the selector did not place it on wl1")
+	}
+
+	// Deleted: every Kustomization goes, then the application.
+	if err := w.c.Delete(w.ctx, w.app()); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		_, _ = w.r.Reconcile(w.ctx, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "cluster-init", Name: "hello"}})
+	}
+	if w.exists("workload-clusters", "hello-wl1") || w.exists("cluster-init", "hello-management") {
+		t.Error("Kustomizations left after the application was deleted")
+	}
+	gone := &unstructured.Unstructured{}
+	gone.SetGroupVersionKind(placement.GVK)
+	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: "cluster-init", Name: "hello"}, gone); !apierrors.IsNotFound(err) {
+		t.Errorf("the application is still there: %v", err)
+	}
+}
+
+func fromUnstructured(m map[string]any, into any) error {
+	if m == nil {
+		return nil
+	}
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(m, into)
+}
