@@ -74,6 +74,7 @@ An existing cluster instead of kind:
 		newSecretsCommand(g),
 		newCopyValuesCommand(),
 		newPivotCommand(),
+		newPlacementControllerCommand(),
 	)
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
 		g.stdout = cmd.OutOrStdout()

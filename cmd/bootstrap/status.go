@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"cluster-init.dev/cluster-init/internal/bootstrap"
@@ -14,6 +16,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/placement"
 	"cluster-init.dev/cluster-init/internal/progress"
 	"cluster-init.dev/cluster-init/internal/values"
 )
@@ -58,6 +61,11 @@ cluster is kept). It reads only the names it needs from the values, and works wh
 					return fmt.Errorf("read the workload clusters of the %s cluster: %w", c.Name, err)
 				}
 				progress.WriteWorkloadClusters(cmd.OutOrStdout(), tenants)
+				apps, err := placement.List(ctx, c.Client)
+				if err != nil {
+					return fmt.Errorf("read the applications of the %s cluster: %w", c.Name, err)
+				}
+				writeApplications(cmd.OutOrStdout(), apps)
 			}
 			return nil
 		},
@@ -164,5 +172,30 @@ values, and works whatever they are.`,
 				},
 			}, func(format string, a ...any) { fmt.Fprintf(out, format+"\n", a...) })
 		},
+	}
+}
+
+// writeApplications prints each application with its summed state and every cluster it is on.
+func writeApplications(w io.Writer, apps []placement.Observed) {
+	if len(apps) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\napplications:")
+	for _, a := range apps {
+		state := "not placed yet"
+		if c := a.Ready(); c != nil {
+			state = c.Message
+			if c.Status == metav1.ConditionTrue {
+				state = "Ready, " + state
+			}
+		}
+		fmt.Fprintf(w, "  %s/%s: %s\n", a.Namespace, a.Name, state)
+		for _, p := range a.Status.Placements {
+			line := fmt.Sprintf("    %s: %s", p.Cluster, p.State)
+			if p.Message != "" {
+				line += " (" + p.Message + ")"
+			}
+			fmt.Fprintln(w, line)
+		}
 	}
 }

@@ -63,8 +63,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "bootstrap")
-	// The CLI, and the image its Jobs run (same code), built from this checkout.
-	for _, args := range [][]string{{"go", "build", "-o", binary, "./cmd/bootstrap"}, {"tools/image/build"}} {
+	// The CLI, and the image its Jobs and the placement controller run (same code), built from
+	// this checkout; pushed to the test bed's registry, where the clusters made from kind pull it.
+	push := `tools/testbed/registry push "$(sed -n 's/^cluster_init_image: *//p' charts/cluster-init/values.yaml)"`
+	for _, args := range [][]string{{"go", "build", "-o", binary, "./cmd/bootstrap"}, {"tools/image/build"}, {"bash", "-c", push}} {
 		build := exec.Command(args[0], args[1:]...)
 		build.Dir, build.Stdout, build.Stderr = repo, os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {

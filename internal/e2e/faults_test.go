@@ -85,22 +85,7 @@ func TestKilledRunContinuesWithoutDuplicates(t *testing.T) {
 // the diagnostics bundle holds no secret value.
 func TestStuckUnitIsNamedAndDiagnosticsHoldNoSecret(t *testing.T) {
 	const sentinel = "SENTINEL-e2e-3c9a71f0"
-	dir := filepath.Join(t.TempDir(), "stuck")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"kustomization.yaml", "values.yaml"} {
-		data, err := os.ReadFile(filepath.Join(repo, "environment-values", env, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, "secrets.yaml"), []byte("credentials:\n  git:\n    username: e2e\n    password: "+sentinel+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir := copyEnvironment(t, env, "stuck", "credentials:\n  git:\n    username: e2e\n    password: "+sentinel+"\n")
 	never := writeValues(t, `units:
   never-ready:
     info:

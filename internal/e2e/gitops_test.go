@@ -117,6 +117,21 @@ func newRepository(t *testing.T) *repository {
 	return r
 }
 
+// bootstrapFromGit bootstraps the environment from a new repository of the git server, from a
+// clean state, and cleans up after the test.
+func bootstrapFromGit(t *testing.T, ctx context.Context) (*repository, *run) {
+	t.Helper()
+	cleanup(t, env)
+	t.Cleanup(func() { cleanup(t, env) })
+	r := newRepository(t)
+	run := bootstrap(t, ctx, nil, env, "--repo", r.dir, "--age-key-file", r.key, "--values", testbedVs, "--output", "plain")
+	run.report(t, "bootstrap "+env+" --source git")
+	if run.err != nil {
+		t.Fatalf("bootstrap: %v", run.err)
+	}
+	return r, run
+}
+
 func bootstrapOK(t *testing.T, args ...string) string {
 	t.Helper()
 	r := bootstrap(t, context.Background(), nil, args...)
@@ -129,17 +144,9 @@ func bootstrapOK(t *testing.T, args ...string) string {
 // The management cluster lives from git: bootstrapped from the git server, then changed by plain
 // commits only: the management cluster's own workers, a workload cluster added, scaled, removed.
 func TestGitOps(t *testing.T) {
-	cleanup(t, env)
-	t.Cleanup(func() { cleanup(t, env) })
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Minute)
 	defer cancel()
-
-	r := newRepository(t)
-	run := bootstrap(t, ctx, nil, env, "--repo", r.dir, "--age-key-file", r.key, "--values", testbedVs, "--output", "plain")
-	run.report(t, "bootstrap "+env+" --source git")
-	if run.err != nil {
-		t.Fatalf("bootstrap: %v", run.err)
-	}
+	r, run := bootstrapFromGit(t, ctx)
 	if strings.Contains(run.output.String(), gitToken(r)) {
 		t.Error("the git token was printed")
 	}

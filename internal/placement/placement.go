@@ -280,6 +280,8 @@ func (r *Reconciler) apply(ctx context.Context, app *unstructured.Unstructured, 
 			Prune:           true,
 			Wait:            true,
 			KubeConfig:      &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: cluster.Name + "-kubeconfig", Key: "value"}},
+			// The one thing that differs between clusters, for the manifests that need it.
+			PostBuild: &kustomizev1.PostBuild{Substitute: map[string]string{"CLUSTER_NAME": cluster.Name, "CLUSTER_NAMESPACE": cluster.Namespace}},
 		},
 	}
 	if err := r.Client.Patch(ctx, k, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
@@ -291,15 +293,20 @@ func (r *Reconciler) apply(ctx context.Context, app *unstructured.Unstructured, 
 // placementOf reads a Kustomization's state: ready for its generation, failed, or on its way.
 func placementOf(k *kustomizev1.Kustomization) PlacementStatus {
 	ready := apimeta.FindStatusCondition(k.Status.Conditions, meta.ReadyCondition)
+	// Flux records the generation it handled in the condition even when it failed (a build
+	// error leaves status.observedGeneration behind); success is the whole status's.
 	switch {
-	case ready == nil || k.Status.ObservedGeneration != k.Generation:
+	case ready == nil:
 		return PlacementStatus{State: StateProgressing, Message: "not reconciled yet"}
-	case ready.Status == metav1.ConditionTrue:
+	case ready.Status == metav1.ConditionTrue && k.Status.ObservedGeneration == k.Generation:
 		return PlacementStatus{State: StateReady}
-	case ready.Status == metav1.ConditionFalse && ready.Reason != meta.ProgressingReason && ready.Reason != meta.DependencyNotReadyReason:
+	case ready.Status == metav1.ConditionFalse && ready.ObservedGeneration == k.Generation &&
+		ready.Reason != meta.ProgressingReason && ready.Reason != meta.DependencyNotReadyReason:
 		return PlacementStatus{State: StateFailed, Message: ready.Reason + ": " + ready.Message}
-	default:
+	case ready.Message != "" && ready.ObservedGeneration == k.Generation:
 		return PlacementStatus{State: StateProgressing, Message: ready.Message}
+	default:
+		return PlacementStatus{State: StateProgressing, Message: "not reconciled yet"}
 	}
 }
 
@@ -317,10 +324,20 @@ func summed(app *unstructured.Unstructured, placements []PlacementStatus) metav1
 			notReady = append(notReady, fmt.Sprintf("%s %s (%s)", p.Cluster, strings.ToLower(p.State), p.Message))
 		}
 	}
+	if ready+len(notReady) == 0 {
+		return condition(app, metav1.ConditionFalse, "NoCluster", "the placement matches no cluster")
+	}
 	if len(notReady) == 0 {
-		return condition(app, metav1.ConditionTrue, "Placed", fmt.Sprintf("ready on %d clusters", ready))
+		return condition(app, metav1.ConditionTrue, "Placed", fmt.Sprintf("ready on %s", clusters(ready)))
 	}
 	return condition(app, metav1.ConditionFalse, "NotPlaced", fmt.Sprintf("ready on %d of %d clusters; not on: %s", ready, ready+len(notReady), strings.Join(notReady, "; ")))
+}
+
+func clusters(n int) string {
+	if n == 1 {
+		return "1 cluster"
+	}
+	return fmt.Sprintf("%d clusters", n)
 }
 
 func condition(app *unstructured.Unstructured, status metav1.ConditionStatus, reason, msg string) metav1.Condition {

@@ -75,8 +75,12 @@ func (w *world) flux(ns, name string, status metav1.ConditionStatus, reason, msg
 	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: ns, Name: name}, k); err != nil {
 		w.t.Fatal(err)
 	}
-	k.Status.ObservedGeneration = k.Generation
-	apimeta.SetStatusCondition(&k.Status.Conditions, metav1.Condition{Type: meta.ReadyCondition, Status: status, Reason: reason, Message: msg})
+	// As kustomize-controller: the condition carries the generation it handled; the status's
+	// observedGeneration moves on success only.
+	if status == metav1.ConditionTrue {
+		k.Status.ObservedGeneration = k.Generation
+	}
+	apimeta.SetStatusCondition(&k.Status.Conditions, metav1.Condition{Type: meta.ReadyCondition, Status: status, Reason: reason, Message: msg, ObservedGeneration: k.Generation})
 	if err := w.c.Status().Update(w.ctx, k); err != nil {
 		w.t.Fatal(err)
 	}
@@ -140,7 +144,8 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: "workload-clusters", Name: "hello-wl1"}, k); err != nil {
 		t.Fatal(err)
 	}
-	if k.Spec.KubeConfig == nil || k.Spec.KubeConfig.SecretRef.Name != "wl1-kubeconfig" || k.Spec.SourceRef.Namespace != "cluster-init" || !k.Spec.Prune || !k.Spec.Wait {
+	if k.Spec.KubeConfig == nil || k.Spec.KubeConfig.SecretRef.Name != "wl1-kubeconfig" || k.Spec.SourceRef.Namespace != "cluster-init" || !k.Spec.Prune || !k.Spec.Wait ||
+		k.Spec.PostBuild == nil || k.Spec.PostBuild.Substitute["CLUSTER_NAME"] != "wl1" {
 		t.Errorf("Kustomization of wl1: %+v", k.Spec)
 	}
 	if c := ready(st); c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "workload-clusters/wl1 progressing") {
@@ -210,6 +215,12 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 	w.reconcile()
 	if !w.exists("workload-clusters", "hello-wl1") {
 		t.Error("the selector did not place it on wl1")
+	}
+
+	// A selector that matches nothing: said, not Ready.
+	w.place(map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"env": "prod"}}})
+	if c := ready(w.reconcile()); c.Status != metav1.ConditionFalse || c.Reason != "NoCluster" {
+		t.Errorf("a placement on no cluster: %+v", c)
 	}
 
 	// Deleted: every Kustomization goes, then the application.

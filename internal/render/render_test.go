@@ -581,3 +581,50 @@ func TestFlannelConfigurationWaitsForTheLease(t *testing.T) {
 		}
 	}
 }
+
+// With git as the source, the management cluster places applications: the Application CRD, its
+// controller (this project's image) and the Kustomization of clusters/<name>/apps, after the
+// substitutions of the unit.
+func TestApplicationsArePlacedFromGit(t *testing.T) {
+	root := testenv.Checkout(t)
+	env := testenv.Environment(t, root, "kubeadm-capd")
+	git := map[string]any{"type": "git", "url": "http://git.test/cluster-init.git", "ref": map[string]any{"branch": "main"},
+		"secret_ref": "cluster-init-git-auth", "environment": "environment-values/kubeadm-capd"}
+	res, err := render.Render(t.Context(), root, kubeVersion(t, root), render.Options{Env: env, Context: render.ContextManagement,
+		Source: git, State: []values.Layer{managementstate.State{SelfManaged: true}.Layer()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, o := range res.Objects {
+		if o.Unit != "applications" {
+			continue
+		}
+		obj := o.Object
+		found[obj.GetKind()+"/"+obj.GetName()] = true
+		switch obj.GetKind() + "/" + obj.GetName() {
+		case "Deployment/placement-controller":
+			containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+			c := containers[0].(map[string]any)
+			args, _, _ := unstructured.NestedStringSlice(c, "args")
+			if c["image"] != "cluster-init/bootstrap:v0.1.0" || !slices.Equal(args, []string{"placement-controller"}) || obj.GetNamespace() != "cluster-init" {
+				t.Errorf("placement controller: image %v, args %v, namespace %s", c["image"], args, obj.GetNamespace())
+			}
+		case "Kustomization/applications-from-git":
+			path, _, _ := unstructured.NestedString(obj.Object, "spec", "path")
+			if path != "./clusters/management/apps" {
+				t.Errorf("the applications are read from %s", path)
+			}
+		}
+	}
+	for _, want := range []string{"CustomResourceDefinition/applications.apps.cluster-init.dev", "Deployment/placement-controller", "Kustomization/applications-from-git", "ClusterRole/cluster-init-placement-controller"} {
+		if !found[want] {
+			t.Errorf("unit applications lacks %s: %v", want, found)
+		}
+	}
+	// Without git there are no commits to place applications from.
+	res = renderEnv(t, root, env, render.ContextManagement)
+	if u, ok := res.Graph.Units["applications"]; !ok || u.Enabled {
+		t.Errorf("applications without git: %+v", u)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"cluster-init.dev/cluster-init/internal/managementstate"
+	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/schemas"
 	"cluster-init.dev/cluster-init/internal/values"
@@ -117,7 +118,10 @@ func EnvironmentAs(ctx context.Context, r *render.Renderer, repoRoot string, bas
 		}
 	}
 	if afterPivot != nil {
-		reports = append(reports, workloadClusters(ctx, r, repoRoot, afterPivot, validator, &problems)...)
+		wl, clusters := workloadClusters(ctx, r, repoRoot, afterPivot, validator, &problems)
+		reports = append(reports, wl...)
+		management := names.Namespace + "/" + afterPivot.Settings.Cluster.Name
+		applications(ctx, repoRoot, afterPivot, append([]string{management}, clusters...), &problems)
 	}
 	return reports, problems.err()
 }
@@ -190,14 +194,16 @@ func (f *findings) err() error {
 
 // workloadClusters validates the workload clusters the management cluster will read from the
 // checkout.
-func workloadClusters(ctx context.Context, r *render.Renderer, repoRoot string, management *render.Result, validator *schemas.Validator, problems *findings) []Report {
+func workloadClusters(ctx context.Context, r *render.Renderer, repoRoot string, management *render.Result, validator *schemas.Validator, problems *findings) ([]Report, []string) {
 	plan, err := workloads.Read(ctx, repoRoot, management)
 	if err != nil {
 		problems.add("workload clusters", err.Error())
-		return nil
+		return nil, nil
 	}
 	var reports []Report
+	var clusters []string
 	for _, c := range plan.Clusters {
+		clusters = append(clusters, c.Tenant.Namespace+"/"+c.Name)
 		target := "workload cluster " + c.Tenant.Namespace + "/" + c.Name
 		if err := plan.Admit(c); err != nil {
 			problems.add(target, err.Error())
@@ -221,7 +227,7 @@ func workloadClusters(ctx context.Context, r *render.Renderer, repoRoot string, 
 		}
 		reports = append(reports, Report{Target: target, Context: render.ContextWorkload, Units: len(res.Graph.Order), Objects: len(res.Objects), Problems: problems.count(target) - before, Result: res})
 	}
-	return reports
+	return reports, clusters
 }
 
 func describe(o render.Object) string {

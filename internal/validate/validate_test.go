@@ -1,6 +1,7 @@
 package validate_test
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -133,5 +134,62 @@ func TestWorkloadClustersOfTheCheckoutAreValidated(t *testing.T) {
 	}
 	if !slices.Contains(targets, "workload cluster workload-clusters/wl1") {
 		t.Errorf("targets %v", targets)
+	}
+}
+
+// The applications committed for the management cluster are checked as far as the checkout can
+// tell: a cluster name that is none of its clusters, and manifests that do not build, each named
+// with its application; a good application passes.
+func TestApplicationsOfTheCheckoutAreValidated(t *testing.T) {
+	root := testenv.Checkout(t)
+	r, err := render.New(root, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	repo := t.TempDir()
+	rel := "clusters/management/workload-clusters/wl1"
+	if err := source.CopyTree(filepath.Join(root, "internal/workloads/testdata", rel), filepath.Join(repo, rel)); err != nil {
+		t.Fatal(err)
+	}
+	write := func(rel, content string) {
+		t.Helper()
+		path := filepath.Join(repo, rel)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app := func(name, clusters string) {
+		dir := "clusters/management/apps/" + name + "/"
+		write(dir+"kustomization.yaml", "resources: [application.yaml]\n")
+		write(dir+"application.yaml", "apiVersion: apps.cluster-init.dev/v1alpha1\nkind: Application\nmetadata:\n  name: "+name+
+			"\nspec:\n  sourceRef: {kind: GitRepository, name: cluster-init}\n  path: ./"+dir+"manifests\n  placement:\n    clusters: "+clusters+"\n")
+	}
+	app("good", "[management, workload-clusters/wl1]")
+	write("clusters/management/apps/good/manifests/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hello-${CLUSTER_NAME}\n  namespace: default\n")
+	app("typo", "[wl2]")
+	write("clusters/management/apps/typo/manifests/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hello\n  namespace: default\n")
+	app("broken", "[management]")
+	write("clusters/management/apps/broken/manifests/kustomization.yaml", "resources: [missing.yaml]\n")
+
+	git := map[string]any{"type": "git", "url": "http://git.test/r.git", "ref": map[string]any{"branch": "main"}, "environment": "environment-values/kubeadm-capd"}
+	_, err = validate.Environment(t.Context(), r, repo, render.Options{Env: testenv.Environment(t, root, "kubeadm-capd"), Source: git})
+	if err == nil {
+		t.Fatal("the bad applications were accepted")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		`application typo: placement.clusters: "wl2" is not a cluster of this management cluster: expected one of cluster-init/management, workload-clusters/wl1`,
+		"application broken: spec.path ./clusters/management/apps/broken/manifests does not build",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the problems lack %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "application good") || strings.Count(msg, "\n") != 1 {
+		t.Errorf("want exactly the two problems:\n%s", msg)
 	}
 }

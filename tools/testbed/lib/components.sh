@@ -220,16 +220,28 @@ build_metrics_server() {
   CGO_ENABLED=0 go_bin "$wrap" "$key" metrics-server "$m/cmd/metrics-server" -ldflags "$ld"
 }
 
-# The test bed's git server (tools/testbed/gitserver, this repository's own code): git's
-# git-http-backend behind basic authentication.
-build_git_server() {
-  local key
-  key=gitserver-$(hash_strings "$GO_VERSION" "$(hash_tree "$TESTBED_DIR/gitserver")")
-  GIT_SERVER_BIN=$CACHE/bin/$key
-  if [[ ! -x $GIT_SERVER_BIN/gitserver ]]; then
-    mkdir -p "$GIT_SERVER_BIN"
-    (cd "$REPO_ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$GIT_SERVER_BIN/gitserver" ./tools/testbed/gitserver)
+# own_program NAME: a program of this repository (tools/testbed/NAME), static, cached by its
+# sources; REPLY is the directory of its binary.
+own_program() {
+  local name=$1 key
+  key=$name-$(hash_strings "$GO_VERSION" "$(hash_tree "$TESTBED_DIR/$name")")
+  REPLY=$CACHE/bin/$key
+  if [[ ! -x $REPLY/$name ]]; then
+    mkdir -p "$REPLY"
+    (cd "$REPO_ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$REPLY/$name" "./tools/testbed/$name")
   fi
+}
+
+# The test bed's git server: git's git-http-backend behind basic authentication.
+build_git_server() {
+  own_program gitserver
+  GIT_SERVER_BIN=$REPLY
+}
+
+# The application the placement test places: an HTTP server that says which cluster it runs on.
+build_hello() {
+  own_program hello
+  HELLO_BIN=$REPLY
 }
 
 # The OCI registry (distribution).

@@ -8,6 +8,8 @@ NET_BASE=cluster-init-testbed/debian-iptables:$DEBIAN_SUITE
 HAPROXY_BASE=cluster-init-testbed/debian-haproxy:$DEBIAN_SUITE
 GIT_BASE=cluster-init-testbed/debian-git:$DEBIAN_SUITE
 GIT_SERVER_IMAGE=cluster-init-testbed/git-server:latest
+# The application the placement end-to-end test places on clusters (tools/testbed/hello).
+HELLO_IMAGE=cluster-init-testbed/hello:v1
 
 # ---------------------------------------------------------------------------------------
 # Bases.
@@ -264,6 +266,12 @@ images_flannel() {
 image_metrics_server() {
   binary_image "registry.k8s.io/metrics-server/metrics-server:$METRICS_SERVER_VERSION" "$STATIC_BASE" 65534 \
     '["/metrics-server"]' "$METRICS_SERVER_BIN/metrics-server:/metrics-server"
+}
+
+# The placement test's application: static, user 65532. Pushed like the products, so that every
+# cluster pulls it through the registry.
+image_hello() {
+  binary_image "$HELLO_IMAGE" "$STATIC_BASE" 65532 '["/hello"]' "$HELLO_BIN/hello:/hello"
 }
 
 # The git server: the gitserver program on Debian with git (git-http-backend). Not a product

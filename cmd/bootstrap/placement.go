@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/placement"
+)
+
+func newPlacementControllerCommand() *cobra.Command {
+	var namespace string
+	cmd := &cobra.Command{
+		Use:    "placement-controller",
+		Short:  "Place the Applications on the clusters of this management cluster (runs in the applications unit's Deployment)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctrl.SetLogger(zap.New())
+			cfg, err := ctrlconfig.GetConfig()
+			if err != nil {
+				return fmt.Errorf("in-cluster configuration: %w", err)
+			}
+			scheme, err := kube.Scheme()
+			if err != nil {
+				return err
+			}
+			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+				Scheme:                  scheme,
+				Metrics:                 metricsserver.Options{BindAddress: "0"},
+				HealthProbeBindAddress:  ":8081",
+				LeaderElection:          true,
+				LeaderElectionID:        "cluster-init-placement",
+				LeaderElectionNamespace: namespace,
+			})
+			if err != nil {
+				return fmt.Errorf("placement controller: %w", err)
+			}
+			if err := (&placement.Reconciler{Client: mgr.GetClient(), RequeueAfter: time.Minute}).SetupWithManager(mgr); err != nil {
+				return fmt.Errorf("placement controller: %w", err)
+			}
+			if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+				return err
+			}
+			if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+				return err
+			}
+			// Stopped by SIGTERM when its pod goes: the lease is released at once.
+			return mgr.Start(ctrl.SetupSignalHandler())
+		},
+	}
+	cmd.Flags().StringVar(&namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election lease (default: $POD_NAMESPACE)")
+	return cmd
+}

@@ -1,0 +1,121 @@
+package validate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"cluster-init.dev/cluster-init/internal/kustomize"
+	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/placement"
+	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/source"
+)
+
+// applications validates the Applications committed for the management cluster (what its
+// applications unit applies from clusters/<name>/apps), as far as the checkout can tell: each
+// names clusters of this management cluster (clusters, namespace/name: the management cluster's
+// own and the committed workload clusters), and its manifests build as Flux will build them for
+// each cluster. A selector is left to the controller: the clusters' labels are the cluster's.
+func applications(ctx context.Context, repoRoot string, management *render.Result, clusters []string, problems *findings) {
+	var fromGit *unstructured.Unstructured
+	for _, o := range management.Objects {
+		if o.Object.GetKind() == "Kustomization" && o.Object.GetName() == "applications-from-git" {
+			fromGit = o.Object
+		}
+	}
+	if fromGit == nil {
+		return
+	}
+	path, _, _ := unstructured.NestedString(fromGit.Object, "spec", "path")
+	if _, err := os.Stat(filepath.Join(repoRoot, filepath.Clean(path))); errors.Is(err, fs.ErrNotExist) {
+		return // no application committed
+	}
+	snap, err := os.MkdirTemp("", "cluster-init-apps-")
+	if err != nil {
+		problems.add("applications", err.Error())
+		return
+	}
+	defer os.RemoveAll(snap)
+	if err := source.CopyTree(filepath.Join(repoRoot, "clusters"), filepath.Join(snap, "clusters")); err != nil {
+		problems.add("applications", fmt.Sprintf("the applications of the checkout: %v", err))
+		return
+	}
+	b, err := kustomize.NewBuilder(snap)
+	if err != nil {
+		problems.add("applications", err.Error())
+		return
+	}
+	objs, err := b.Build(ctx, fromGit)
+	if err != nil {
+		problems.add("applications", fmt.Sprintf("%s does not build: %v", path, err))
+		return
+	}
+	for _, o := range objs {
+		if o.GroupVersionKind() != placement.GVK {
+			continue
+		}
+		target := "application " + o.GetName()
+		var spec placement.Spec
+		raw, _, _ := unstructured.NestedMap(o.Object, "spec")
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &spec); err != nil {
+			problems.add(target, fmt.Sprintf("spec: %v", err))
+			continue
+		}
+		for _, name := range spec.Placement.Clusters {
+			if _, ok := knownCluster(clusters, name); !ok {
+				problems.add(target, fmt.Sprintf("placement.clusters: %q is not a cluster of this management cluster: expected one of %s (name, or namespace/name)", name, strings.Join(clusters, ", ")))
+			}
+		}
+		if spec.SourceRef.Name != "" && spec.SourceRef.Name != names.SourceRepository {
+			continue // another repository: not in this checkout
+		}
+		// As Flux builds it for a cluster: the path of the checkout, the cluster's name substituted.
+		ks := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",
+			"metadata": map[string]any{"name": o.GetName(), "namespace": o.GetNamespace()},
+			"spec": map[string]any{"path": spec.Path, "targetNamespace": spec.TargetNamespace,
+				"postBuild": map[string]any{"substitute": map[string]any{"CLUSTER_NAME": "cluster", "CLUSTER_NAMESPACE": "namespace"}}},
+		}}
+		rel := filepath.Clean(spec.Path)
+		if st, err := os.Stat(filepath.Join(repoRoot, rel)); err != nil || !st.IsDir() {
+			problems.add(target, fmt.Sprintf("spec.path: %s is not a directory of the checkout", spec.Path))
+			continue
+		}
+		if !strings.HasPrefix(rel, "clusters"+string(filepath.Separator)) {
+			if err := source.CopyTree(filepath.Join(repoRoot, rel), filepath.Join(snap, rel)); err != nil {
+				problems.add(target, err.Error())
+				continue
+			}
+		}
+		if _, err := b.Build(ctx, ks); err != nil {
+			problems.add(target, fmt.Sprintf("spec.path %s does not build: %v", spec.Path, err))
+		}
+	}
+}
+
+// knownCluster finds name (a name, or namespace/name) among the clusters (namespace/name): the
+// only one of that name, or the one of that namespace.
+func knownCluster(clusters []string, name string) (string, bool) {
+	if strings.Contains(name, "/") {
+		return name, slices.Contains(clusters, name)
+	}
+	var found []string
+	for _, c := range clusters {
+		if strings.HasSuffix(c, "/"+name) {
+			found = append(found, c)
+		}
+	}
+	if len(found) != 1 {
+		return "", false
+	}
+	return found[0], true
+}
