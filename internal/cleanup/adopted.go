@@ -44,6 +44,11 @@ func uninstall(ctx context.Context, c *kube.Cluster, flux []*unstructured.Unstru
 	if err := suspendSources(ctx, c, log); err != nil {
 		return nil, err
 	}
+	// The applications first: they may run on the workload clusters, which must still answer
+	// for Flux to remove them there.
+	if err := deleteApplications(ctx, c, log); err != nil {
+		log("%v: going on", err)
+	}
 	workloads, err := deleteWorkloadClustersOf(ctx, c, log)
 	if err != nil {
 		// Their containers are removed directly afterwards.

@@ -46,6 +46,9 @@ const (
 	// is the Kustomization there that applies the tenant's directory (charts/workload-clusters).
 	TenantLabel         = "cluster-init.dev/tenant"
 	TenantKustomization = "workload-clusters"
+	// ApplicationsKustomization applies the Applications committed under clusters/<name>/apps
+	// (kustomize-components/applications).
+	ApplicationsKustomization = "applications-from-git"
 	// TenantPlatformConfigMap holds, in a tenant's namespace, the values its workload clusters
 	// share with the management cluster.
 	TenantPlatformConfigMap = "workload-cluster-platform"

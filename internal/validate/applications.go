@@ -28,7 +28,7 @@ import (
 func applications(ctx context.Context, repoRoot string, management *render.Result, clusters []string, problems *findings) {
 	var fromGit *unstructured.Unstructured
 	for _, o := range management.Objects {
-		if o.Object.GetKind() == "Kustomization" && o.Object.GetName() == "applications-from-git" {
+		if o.Object.GetKind() == "Kustomization" && o.Object.GetName() == names.ApplicationsKustomization {
 			fromGit = o.Object
 		}
 	}
