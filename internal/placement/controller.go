@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,15 +28,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("application").
 		For(app).
-		Watches(&kustomizev1.Kustomization{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
-			ns, name, ok := strings.Cut(obj.GetLabels()[ApplicationLabel], ".")
-			if !ok {
-				return nil
-			}
-			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}}
-		})).
+		Watches(&kustomizev1.Kustomization{}, handler.EnqueueRequestsFromMapFunc(applicationOf)).
+		Watches(&helmv2.HelmRelease{}, handler.EnqueueRequestsFromMapFunc(applicationOf)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.everyApplication)).
 		Complete(r)
+}
+
+// applicationOf is the application a Flux object runs on a cluster, by its label.
+func applicationOf(_ context.Context, obj client.Object) []reconcile.Request {
+	ns, name, ok := strings.Cut(obj.GetLabels()[ApplicationLabel], ".")
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}}
 }
 
 func (r *Reconciler) everyApplication(ctx context.Context, _ client.Object) []reconcile.Request {

@@ -16,13 +16,16 @@ package placement
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,12 +55,21 @@ const (
 
 // Spec is what an Application asks for.
 type Spec struct {
-	SourceRef       kustomizev1.CrossNamespaceSourceReference `json:"sourceRef"`
-	Path            string                                    `json:"path"`
-	TargetNamespace string                                    `json:"targetNamespace,omitempty"`
-	Interval        metav1.Duration                           `json:"interval,omitempty"`
-	Timeout         *metav1.Duration                          `json:"timeout,omitempty"`
-	Placement       Placement                                 `json:"placement"`
+	SourceRef kustomizev1.CrossNamespaceSourceReference `json:"sourceRef"`
+	// Path is a directory of the source with manifests (a Kustomization per cluster), or
+	Path string `json:"path,omitempty"`
+	// Chart is a Helm chart of the source (a HelmRelease per cluster).
+	Chart           *Chart           `json:"chart,omitempty"`
+	TargetNamespace string           `json:"targetNamespace,omitempty"`
+	Interval        metav1.Duration  `json:"interval,omitempty"`
+	Timeout         *metav1.Duration `json:"timeout,omitempty"`
+	Placement       Placement        `json:"placement"`
+}
+
+// Chart is a Helm chart in the application's source, and its values.
+type Chart struct {
+	Path   string                `json:"path"`
+	Values *apiextensionsv1.JSON `json:"values,omitempty"`
 }
 
 // Placement is where the application runs: the clusters named (name, or namespace/name) and those
@@ -123,7 +135,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	appID := app.GetNamespace() + "." + app.GetName()
-	existing, err := r.kustomizations(ctx, appID)
+	existing, err := r.placedObjects(ctx, appID)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -147,6 +159,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	var st Status
 	wanted := map[string]bool{}
+	wantedKind := map[string]string{} // cluster -> the kind of object that runs the application there
 	allReady, anyPlaced := true, false
 	for _, t := range targets {
 		id := clusterID(t.key)
@@ -156,11 +169,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		wanted[id] = true
 		anyPlaced = true
-		k, err := r.apply(ctx, app, spec, t.key)
+		obj, err := r.apply(ctx, app, spec, t.key)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		ps := placementOf(k)
+		wantedKind[id] = obj.GetObjectKind().GroupVersionKind().Kind
+		ps := placementOf(obj)
 		ps.Cluster = clusterName(t.key)
 		allReady = allReady && ps.State == StateReady
 		st.Placements = append(st.Placements, ps)
@@ -168,12 +182,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// Make-before-break: what left the placement goes once the new placement runs everywhere;
 	// never while nothing of the new placement exists (a typo must not leave no instance).
 	removable := allReady && (anyPlaced || len(targets) == 0)
-	for i := range existing {
-		k := &existing[i]
-		if wanted[k.Labels[ClusterLabel]] {
+	for _, k := range existing {
+		id := k.GetLabels()[ClusterLabel]
+		// Still wanted, in the same form (manifests or chart): not leaving.
+		if wanted[id] && wantedKind[id] == k.GetObjectKind().GroupVersionKind().Kind {
 			continue
 		}
-		cluster := strings.Replace(k.Labels[ClusterLabel], ".", "/", 1)
+		cluster := strings.Replace(id, ".", "/", 1)
 		if removable {
 			if err := r.Client.Delete(ctx, k); client.IgnoreNotFound(err) != nil {
 				return reconcile.Result{}, fmt.Errorf("remove application %s from %s: %w", appID, cluster, err)
@@ -246,12 +261,13 @@ func (r *Reconciler) resolve(ctx context.Context, p Placement) ([]target, error)
 	return out, nil
 }
 
-// KustomizationName is the name of an application's Kustomization on a cluster, in the cluster's
-// namespace (its kubeconfig Secret is there).
+// KustomizationName is the name of an application's Flux object on a cluster (a Kustomization, or
+// a HelmRelease for a chart), in the cluster's namespace (its kubeconfig Secret is there).
 func KustomizationName(app, cluster string) string { return app + "-" + cluster }
 
-// apply server-side applies the application's Kustomization for a cluster and returns it as it is.
-func (r *Reconciler) apply(ctx context.Context, app *unstructured.Unstructured, spec Spec, cluster client.ObjectKey) (*kustomizev1.Kustomization, error) {
+// apply server-side applies the Flux object that runs the application on a cluster and returns
+// it as it is: a Kustomization of its manifests, or a HelmRelease of its chart.
+func (r *Reconciler) apply(ctx context.Context, app *unstructured.Unstructured, spec Spec, cluster client.ObjectKey) (client.Object, error) {
 	source := spec.SourceRef
 	if source.Namespace == "" {
 		source.Namespace = app.GetNamespace()
@@ -264,46 +280,94 @@ func (r *Reconciler) apply(ctx context.Context, app *unstructured.Unstructured, 
 	if timeout == nil {
 		timeout = &metav1.Duration{Duration: 5 * time.Minute}
 	}
-	k := &kustomizev1.Kustomization{
-		TypeMeta: metav1.TypeMeta{APIVersion: kustomizev1.GroupVersion.String(), Kind: kustomizev1.KustomizationKind},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: KustomizationName(app.GetName(), cluster.Name), Namespace: cluster.Namespace,
-			Labels: map[string]string{ApplicationLabel: app.GetNamespace() + "." + app.GetName(), ClusterLabel: clusterID(cluster)},
-		},
-		Spec: kustomizev1.KustomizationSpec{
-			SourceRef:       source,
-			Path:            spec.Path,
-			TargetNamespace: spec.TargetNamespace,
-			Interval:        interval,
-			RetryInterval:   &metav1.Duration{Duration: 20 * time.Second},
-			Timeout:         timeout,
-			Prune:           true,
-			Wait:            true,
-			KubeConfig:      &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: cluster.Name + "-kubeconfig", Key: "value"}},
-			// The one thing that differs between clusters, for the manifests that need it.
-			PostBuild: &kustomizev1.PostBuild{Substitute: map[string]string{"CLUSTER_NAME": cluster.Name, "CLUSTER_NAMESPACE": cluster.Namespace}},
-		},
+	objectMeta := metav1.ObjectMeta{
+		Name: KustomizationName(app.GetName(), cluster.Name), Namespace: cluster.Namespace,
+		Labels: map[string]string{ApplicationLabel: app.GetNamespace() + "." + app.GetName(), ClusterLabel: clusterID(cluster)},
 	}
-	if err := r.Client.Patch(ctx, k, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
-		return nil, fmt.Errorf("apply the Kustomization of application %s on %s: %w", app.GetName(), cluster, err)
+	kubeConfig := &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: cluster.Name + "-kubeconfig", Key: "value"}}
+	var obj client.Object
+	if spec.Chart != nil {
+		obj = &helmv2.HelmRelease{
+			TypeMeta:   metav1.TypeMeta{APIVersion: helmv2.GroupVersion.String(), Kind: helmv2.HelmReleaseKind},
+			ObjectMeta: objectMeta,
+			Spec: helmv2.HelmReleaseSpec{
+				Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
+					Chart:             spec.Chart.Path,
+					ReconcileStrategy: "Revision",
+					SourceRef:         helmv2.CrossNamespaceObjectReference{Kind: source.Kind, Name: source.Name, Namespace: source.Namespace},
+				}},
+				ReleaseName:      app.GetName(),
+				TargetNamespace:  spec.TargetNamespace,
+				StorageNamespace: spec.TargetNamespace,
+				Interval:         interval,
+				Timeout:          timeout,
+				KubeConfig:       kubeConfig,
+				Install:          &helmv2.Install{CreateNamespace: spec.TargetNamespace != ""},
+				// The one thing that differs between clusters, for the charts that need it.
+				Values: clusterValues(spec.Chart.Values, cluster),
+			},
+		}
+	} else {
+		obj = &kustomizev1.Kustomization{
+			TypeMeta:   metav1.TypeMeta{APIVersion: kustomizev1.GroupVersion.String(), Kind: kustomizev1.KustomizationKind},
+			ObjectMeta: objectMeta,
+			Spec: kustomizev1.KustomizationSpec{
+				SourceRef:       source,
+				Path:            spec.Path,
+				TargetNamespace: spec.TargetNamespace,
+				Interval:        interval,
+				RetryInterval:   &metav1.Duration{Duration: 20 * time.Second},
+				Timeout:         timeout,
+				Prune:           true,
+				Wait:            true,
+				KubeConfig:      kubeConfig,
+				// The one thing that differs between clusters, for the manifests that need it.
+				PostBuild: &kustomizev1.PostBuild{Substitute: map[string]string{"CLUSTER_NAME": cluster.Name, "CLUSTER_NAMESPACE": cluster.Namespace}},
+			},
+		}
 	}
-	return k, nil
+	kind := obj.GetObjectKind().GroupVersionKind().Kind
+	if err := r.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+		return nil, fmt.Errorf("apply the %s of application %s on %s: %w", kind, app.GetName(), cluster, err)
+	}
+	obj.GetObjectKind().SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind().GroupVersion().WithKind(kind))
+	return obj, nil
 }
 
-// placementOf reads a Kustomization's state: ready for its generation, failed, or on its way.
-func placementOf(k *kustomizev1.Kustomization) PlacementStatus {
-	ready := apimeta.FindStatusCondition(k.Status.Conditions, meta.ReadyCondition)
+// clusterValues are a chart's values with cluster.name and cluster.namespace set to the cluster's.
+func clusterValues(values *apiextensionsv1.JSON, cluster client.ObjectKey) *apiextensionsv1.JSON {
+	merged := map[string]any{}
+	if values != nil && len(values.Raw) > 0 {
+		_ = json.Unmarshal(values.Raw, &merged)
+	}
+	merged["cluster"] = map[string]any{"name": cluster.Name, "namespace": cluster.Namespace}
+	raw, _ := json.Marshal(merged)
+	return &apiextensionsv1.JSON{Raw: raw}
+}
+
+// placementOf reads the state of the Flux object that runs the application on a cluster: ready
+// for its generation, failed, or on its way.
+func placementOf(obj client.Object) PlacementStatus {
+	var conditions []metav1.Condition
+	var observed int64
+	switch o := obj.(type) {
+	case *kustomizev1.Kustomization:
+		conditions, observed = o.Status.Conditions, o.Status.ObservedGeneration
+	case *helmv2.HelmRelease:
+		conditions, observed = o.Status.Conditions, o.Status.ObservedGeneration
+	}
+	ready := apimeta.FindStatusCondition(conditions, meta.ReadyCondition)
 	// Flux records the generation it handled in the condition even when it failed (a build
 	// error leaves status.observedGeneration behind); success is the whole status's.
 	switch {
 	case ready == nil:
 		return PlacementStatus{State: StateProgressing, Message: "not reconciled yet"}
-	case ready.Status == metav1.ConditionTrue && k.Status.ObservedGeneration == k.Generation:
+	case ready.Status == metav1.ConditionTrue && observed == obj.GetGeneration():
 		return PlacementStatus{State: StateReady}
-	case ready.Status == metav1.ConditionFalse && ready.ObservedGeneration == k.Generation &&
+	case ready.Status == metav1.ConditionFalse && ready.ObservedGeneration == obj.GetGeneration() &&
 		ready.Reason != meta.ProgressingReason && ready.Reason != meta.DependencyNotReadyReason:
 		return PlacementStatus{State: StateFailed, Message: ready.Reason + ": " + ready.Message}
-	case ready.Message != "" && ready.ObservedGeneration == k.Generation:
+	case ready.Message != "" && ready.ObservedGeneration == obj.GetGeneration():
 		return PlacementStatus{State: StateProgressing, Message: ready.Message}
 	default:
 		return PlacementStatus{State: StateProgressing, Message: "not reconciled yet"}
@@ -344,20 +408,34 @@ func condition(app *unstructured.Unstructured, status metav1.ConditionStatus, re
 	return metav1.Condition{Type: meta.ReadyCondition, Status: status, Reason: reason, Message: msg, ObservedGeneration: app.GetGeneration()}
 }
 
-func (r *Reconciler) kustomizations(ctx context.Context, appID string) ([]kustomizev1.Kustomization, error) {
-	list := &kustomizev1.KustomizationList{}
-	if err := r.Client.List(ctx, list, client.MatchingLabels{ApplicationLabel: appID}); err != nil {
+// placedObjects are the Flux objects that run the application on its clusters.
+func (r *Reconciler) placedObjects(ctx context.Context, appID string) ([]client.Object, error) {
+	var out []client.Object
+	ks := &kustomizev1.KustomizationList{}
+	if err := r.Client.List(ctx, ks, client.MatchingLabels{ApplicationLabel: appID}); err != nil {
 		return nil, fmt.Errorf("list the Kustomizations of application %s: %w", appID, err)
 	}
-	return list.Items, nil
+	for i := range ks.Items {
+		ks.Items[i].SetGroupVersionKind(kustomizev1.GroupVersion.WithKind(kustomizev1.KustomizationKind))
+		out = append(out, &ks.Items[i])
+	}
+	hrs := &helmv2.HelmReleaseList{}
+	if err := r.Client.List(ctx, hrs, client.MatchingLabels{ApplicationLabel: appID}); err != nil {
+		return nil, fmt.Errorf("list the HelmReleases of application %s: %w", appID, err)
+	}
+	for i := range hrs.Items {
+		hrs.Items[i].SetGroupVersionKind(helmv2.GroupVersion.WithKind(helmv2.HelmReleaseKind))
+		out = append(out, &hrs.Items[i])
+	}
+	return out, nil
 }
 
 // finalize deletes every Kustomization of a deleted application (Flux prunes what they applied),
 // then lets the application go.
-func (r *Reconciler) finalize(ctx context.Context, app *unstructured.Unstructured, existing []kustomizev1.Kustomization) (reconcile.Result, error) {
-	for i := range existing {
-		if err := r.Client.Delete(ctx, &existing[i]); client.IgnoreNotFound(err) != nil {
-			return reconcile.Result{}, fmt.Errorf("delete Kustomization %s/%s: %w", existing[i].Namespace, existing[i].Name, err)
+func (r *Reconciler) finalize(ctx context.Context, app *unstructured.Unstructured, existing []client.Object) (reconcile.Result, error) {
+	for _, o := range existing {
+		if err := r.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+			return reconcile.Result{}, fmt.Errorf("delete %s %s/%s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetNamespace(), o.GetName(), err)
 		}
 	}
 	if len(existing) > 0 {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	corev1 "k8s.io/api/core/v1"
@@ -223,7 +224,45 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 		t.Errorf("a placement on no cluster: %+v", c)
 	}
 
-	// Deleted: every Kustomization goes, then the application.
+	// A Helm chart instead of manifests: a HelmRelease on wl1, through its kubeconfig, with the
+	// cluster's name in its values; the Kustomization of the manifests goes once it is Ready.
+	w.place(map[string]any{"clusters": []any{"wl1"}})
+	w.reconcile()
+	w.flux("workload-clusters", "hello-wl1", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
+	app2 := w.app()
+	unstructured.RemoveNestedField(app2.Object, "spec", "path")
+	if err := unstructured.SetNestedField(app2.Object, map[string]any{"path": "./charts/hello", "values": map[string]any{"replicas": int64(2)}}, "spec", "chart"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.Update(w.ctx, app2); err != nil {
+		t.Fatal(err)
+	}
+	st = w.reconcile()
+	hr := &helmv2.HelmRelease{}
+	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: "workload-clusters", Name: "hello-wl1"}, hr); err != nil {
+		t.Fatal(err)
+	}
+	if hr.Spec.KubeConfig == nil || hr.Spec.KubeConfig.SecretRef.Name != "wl1-kubeconfig" || hr.Spec.Chart.Spec.Chart != "./charts/hello" ||
+		!strings.Contains(string(hr.Spec.Values.Raw), `"cluster":{"name":"wl1","namespace":"workload-clusters"}`) || !strings.Contains(string(hr.Spec.Values.Raw), `"replicas":2`) {
+		t.Errorf("HelmRelease of wl1: %+v values %s", hr.Spec, hr.Spec.Values.Raw)
+	}
+	if !w.exists("workload-clusters", "hello-wl1") || states(st) != "workload-clusters/wl1=Progressing workload-clusters/wl1=Removing" {
+		t.Errorf("manifests -> chart did not make before it broke: %s", states(st))
+	}
+	hr.Status.ObservedGeneration = hr.Generation
+	apimeta.SetStatusCondition(&hr.Status.Conditions, metav1.Condition{Type: meta.ReadyCondition, Status: metav1.ConditionTrue, Reason: "InstallSucceeded", Message: "installed", ObservedGeneration: hr.Generation})
+	if err := w.c.Status().Update(w.ctx, hr); err != nil {
+		t.Fatal(err)
+	}
+	w.reconcile()
+	if w.exists("workload-clusters", "hello-wl1") {
+		t.Error("the Kustomization of the manifests stays once the chart runs")
+	}
+	if st = w.reconcile(); ready(st).Status != metav1.ConditionTrue || states(st) != "workload-clusters/wl1=Ready" {
+		t.Errorf("the chart on wl1: %s %+v", states(st), ready(st))
+	}
+
+	// Deleted: every Flux object goes, then the application.
 	if err := w.c.Delete(w.ctx, w.app()); err != nil {
 		t.Fatal(err)
 	}
@@ -232,6 +271,9 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 	}
 	if w.exists("workload-clusters", "hello-wl1") || w.exists("cluster-init", "hello-management") {
 		t.Error("Kustomizations left after the application was deleted")
+	}
+	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: "workload-clusters", Name: "hello-wl1"}, &helmv2.HelmRelease{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the HelmRelease is left after the application was deleted: %v", err)
 	}
 	gone := &unstructured.Unstructured{}
 	gone.SetGroupVersionKind(placement.GVK)

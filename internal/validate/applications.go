@@ -78,6 +78,13 @@ func applications(ctx context.Context, repoRoot string, management *render.Resul
 		if spec.SourceRef.Name != "" && spec.SourceRef.Name != names.SourceRepository {
 			continue // another repository: not in this checkout
 		}
+		if spec.Chart != nil {
+			// helm-controller packages the chart of the source's directory.
+			if _, err := os.Stat(filepath.Join(repoRoot, filepath.Clean(spec.Chart.Path), "Chart.yaml")); err != nil {
+				problems.add(target, fmt.Sprintf("spec.chart.path: %s is not a Helm chart of the checkout (no Chart.yaml)", spec.Chart.Path))
+			}
+			continue
+		}
 		// As Flux builds it for a cluster: the path of the checkout, the cluster's name substituted.
 		ks := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "kustomize.toolkit.fluxcd.io/v1", "kind": "Kustomization",

@@ -173,6 +173,9 @@ func TestApplicationsOfTheCheckoutAreValidated(t *testing.T) {
 	app("typo", "[wl2]")
 	write("clusters/management/apps/typo/manifests/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hello\n  namespace: default\n")
 	app("broken", "[management]")
+	write("clusters/management/apps/nochart/kustomization.yaml", "resources: [application.yaml]\n")
+	write("clusters/management/apps/nochart/application.yaml", "apiVersion: apps.cluster-init.dev/v1alpha1\nkind: Application\nmetadata:\n  name: nochart\n"+
+		"spec:\n  sourceRef: {kind: GitRepository, name: cluster-init}\n  chart: {path: ./charts/nothing-here}\n  placement:\n    clusters: [management]\n")
 	write("clusters/management/apps/broken/manifests/kustomization.yaml", "resources: [missing.yaml]\n")
 
 	git := map[string]any{"type": "git", "url": "http://git.test/r.git", "ref": map[string]any{"branch": "main"}, "environment": "environment-values/kubeadm-capd"}
@@ -184,12 +187,13 @@ func TestApplicationsOfTheCheckoutAreValidated(t *testing.T) {
 	for _, want := range []string{
 		`application typo: placement.clusters: "wl2" is not a cluster of this management cluster: expected one of cluster-init/management, workload-clusters/wl1`,
 		"application broken: spec.path ./clusters/management/apps/broken/manifests does not build",
+		"application nochart: spec.chart.path: ./charts/nothing-here is not a Helm chart of the checkout (no Chart.yaml)",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("the problems lack %q:\n%s", want, msg)
 		}
 	}
-	if strings.Contains(msg, "application good") || strings.Count(msg, "\n") != 1 {
-		t.Errorf("want exactly the two problems:\n%s", msg)
+	if strings.Contains(msg, "application good") || strings.Count(msg, "\n") != 2 {
+		t.Errorf("want exactly the three problems:\n%s", msg)
 	}
 }
