@@ -261,9 +261,9 @@ func (r *Reconciler) resolve(ctx context.Context, p Placement) ([]target, error)
 	return out, nil
 }
 
-// KustomizationName is the name of an application's Flux object on a cluster (a Kustomization, or
+// ObjectName is the name of an application's Flux object on a cluster (a Kustomization, or
 // a HelmRelease for a chart), in the cluster's namespace (its kubeconfig Secret is there).
-func KustomizationName(app, cluster string) string { return app + "-" + cluster }
+func ObjectName(app, cluster string) string { return app + "-" + cluster }
 
 // apply server-side applies the Flux object that runs the application on a cluster and returns
 // it as it is: a Kustomization of its manifests, or a HelmRelease of its chart.
@@ -281,12 +281,16 @@ func (r *Reconciler) apply(ctx context.Context, app *unstructured.Unstructured, 
 		timeout = &metav1.Duration{Duration: 5 * time.Minute}
 	}
 	objectMeta := metav1.ObjectMeta{
-		Name: KustomizationName(app.GetName(), cluster.Name), Namespace: cluster.Namespace,
+		Name: ObjectName(app.GetName(), cluster.Name), Namespace: cluster.Namespace,
 		Labels: map[string]string{ApplicationLabel: app.GetNamespace() + "." + app.GetName(), ClusterLabel: clusterID(cluster)},
 	}
 	kubeConfig := &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: cluster.Name + "-kubeconfig", Key: "value"}}
 	var obj client.Object
 	if spec.Chart != nil {
+		values, err := clusterValues(spec.Chart.Values, cluster)
+		if err != nil {
+			return nil, fmt.Errorf("application %s: spec.chart.values: %w", app.GetName(), err)
+		}
 		obj = &helmv2.HelmRelease{
 			TypeMeta:   metav1.TypeMeta{APIVersion: helmv2.GroupVersion.String(), Kind: helmv2.HelmReleaseKind},
 			ObjectMeta: objectMeta,
@@ -304,7 +308,7 @@ func (r *Reconciler) apply(ctx context.Context, app *unstructured.Unstructured, 
 				KubeConfig:       kubeConfig,
 				Install:          &helmv2.Install{CreateNamespace: spec.TargetNamespace != ""},
 				// The one thing that differs between clusters, for the charts that need it.
-				Values: clusterValues(spec.Chart.Values, cluster),
+				Values: values,
 			},
 		}
 	} else {
@@ -335,14 +339,19 @@ func (r *Reconciler) apply(ctx context.Context, app *unstructured.Unstructured, 
 }
 
 // clusterValues are a chart's values with cluster.name and cluster.namespace set to the cluster's.
-func clusterValues(values *apiextensionsv1.JSON, cluster client.ObjectKey) *apiextensionsv1.JSON {
+func clusterValues(values *apiextensionsv1.JSON, cluster client.ObjectKey) (*apiextensionsv1.JSON, error) {
 	merged := map[string]any{}
 	if values != nil && len(values.Raw) > 0 {
-		_ = json.Unmarshal(values.Raw, &merged)
+		if err := json.Unmarshal(values.Raw, &merged); err != nil {
+			return nil, fmt.Errorf("expected a map: %w", err)
+		}
 	}
 	merged["cluster"] = map[string]any{"name": cluster.Name, "namespace": cluster.Namespace}
-	raw, _ := json.Marshal(merged)
-	return &apiextensionsv1.JSON{Raw: raw}
+	raw, err := json.Marshal(merged)
+	if err != nil {
+		return nil, err
+	}
+	return &apiextensionsv1.JSON{Raw: raw}, nil
 }
 
 // placementOf reads the state of the Flux object that runs the application on a cluster: ready

@@ -109,7 +109,8 @@ func Last(ctx context.Context, c *kube.Cluster, gk schema.GroupKind, namespace, 
 	return last, found, nil
 }
 
-// klogText is a line of klog's text format: severity, date and time, then key="value" pairs.
+// klogHeader starts a line of klog's text format (severity, date and time); klogPair is one of
+// the key="value" pairs after it.
 var (
 	klogHeader = regexp.MustCompile(`^[EWI](\d{4} \d{2}:\d{2}:\d{2}\.\d+)\s`)
 	klogPair   = regexp.MustCompile(`([A-Za-z][A-Za-z0-9_.]*)=("(?:[^"\\]|\\.)*"|\S+)`)
