@@ -12,6 +12,7 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/bootstrap"
 	"cluster-init.dev/cluster-init/internal/progress"
+	"cluster-init.dev/cluster-init/internal/standalone"
 )
 
 // bootstrapFlags are the flags of `bootstrap ENV`.
@@ -27,6 +28,7 @@ type bootstrapFlags struct {
 	keep       bool
 	adopt      bool
 	takeOver   bool
+	standalone bool
 }
 
 func addBootstrapFlags(cmd *cobra.Command, f *bootstrapFlags) {
@@ -43,6 +45,7 @@ func addFlowFlags(cmd *cobra.Command, f *bootstrapFlags) {
 	cmd.Flags().StringVar(&f.until, "until", "", "stop after this phase (validate, bootstrap cluster, flux, source, environment, units, finish)")
 	cmd.Flags().BoolVar(&f.keep, "keep-bootstrap", false, "keep the bootstrap cluster after a successful pivot")
 	cmd.Flags().BoolVar(&f.adopt, "adopt", false, "make the existing cluster of --kubeconfig the management cluster: install into it, create no cluster")
+	cmd.Flags().BoolVar(&f.standalone, "standalone", false, "create a standalone cluster: its CNI and add-ons, no management in it, no pivot; its definitions are kept (secrets age-encrypted) in the state directory and the bootstrap cluster is deleted; `bootstrap scale` and `bootstrap delete` bring management back for the time of a change")
 	cmd.Flags().BoolVar(&f.takeOver, "take-over", false, "with --adopt: own the Flux, cert-manager or Cluster API another tool installed in the cluster (cleanup then deletes them)")
 }
 
@@ -52,6 +55,8 @@ func (g *globals) runBootstrap(cmd *cobra.Command, envName string, f *bootstrapF
 		return g.runFlow(cmd, envName, f, bootstrap.Adopt)
 	case f.takeOver:
 		return fmt.Errorf("--take-over: only with --adopt")
+	case f.standalone && f.kubeconfig != "":
+		return fmt.Errorf("--standalone: the cluster is created from a kind cluster of its own, which is deleted afterwards: not with --kubeconfig")
 	}
 	return g.runFlow(cmd, envName, f, bootstrap.Run)
 }
@@ -83,21 +88,16 @@ func (g *globals) runFlow(cmd *cobra.Command, envName string, f *bootstrapFlags,
 	if err != nil {
 		return err
 	}
-	out := cmd.OutOrStdout()
-	var size progress.TerminalSize
-	if file, ok := g.stdout.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
-		size = func() (int, int) {
-			w, h, err := term.GetSize(int(file.Fd()))
-			if err != nil {
-				return 0, 0
-			}
-			return w, h
-		}
-	}
 	start := time.Now()
-	printer, err := progress.New(out, progress.Format(f.output), size, start, g.redactor.String)
+	printer, err := g.printer(cmd, f.output, start)
 	if err != nil {
 		return err
+	}
+	var key *standalone.Key
+	if f.standalone {
+		if key, err = g.standaloneKey(true); err != nil {
+			return err
+		}
 	}
 	res, err := run(cmd.Context(), bootstrap.Options{
 		RepoRoot:      w.root,
@@ -115,6 +115,9 @@ func (g *globals) runFlow(cmd *cobra.Command, envName string, f *bootstrapFlags,
 		Until:         f.until,
 		KeepBootstrap: f.keep,
 		TakeOver:      f.takeOver,
+		Standalone:    f.standalone,
+		StandaloneKey: key,
+		Versions:      w.pins,
 		Out:           printer,
 	})
 	var phases []progress.Span
@@ -123,6 +126,21 @@ func (g *globals) runFlow(cmd *cobra.Command, envName string, f *bootstrapFlags,
 	}
 	printer.Summary(phases, time.Since(start), g.redactor.Error(err))
 	return err
+}
+
+// printer is the live progress of a long command, in the --output format.
+func (g *globals) printer(cmd *cobra.Command, output string, start time.Time) (progress.Printer, error) {
+	var size progress.TerminalSize
+	if file, ok := g.stdout.(*os.File); ok && term.IsTerminal(int(file.Fd())) {
+		size = func() (int, int) {
+			w, h, err := term.GetSize(int(file.Fd()))
+			if err != nil {
+				return 0, 0
+			}
+			return w, h
+		}
+	}
+	return progress.New(cmd.OutOrStdout(), progress.Format(output), size, start, g.redactor.String)
 }
 
 func absolute(p string) string {

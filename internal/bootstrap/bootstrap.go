@@ -26,6 +26,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/progress"
 	"cluster-init.dev/cluster-init/internal/redact"
 	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/standalone"
 	"cluster-init.dev/cluster-init/internal/values"
 )
 
@@ -57,6 +58,12 @@ type Options struct {
 	Until string
 	// KeepBootstrap keeps the bootstrap cluster after a successful pivot.
 	KeepBootstrap bool
+	// Standalone creates a standalone cluster: no pivot, its definitions exported to the state
+	// directory, the bootstrap cluster deleted. StandaloneKey encrypts (and for Manage decrypts)
+	// the secrets of that state; Versions are the checkout's pins, recorded in it.
+	Standalone    bool
+	StandaloneKey *standalone.Key
+	Versions      map[string]string
 	// TakeOver lets Adopt own the Flux, cert-manager or Cluster API another tool installed.
 	TakeOver bool
 	Out      progress.Printer
@@ -80,6 +87,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		// The existing cluster keeps managing the new one: nothing to pivot.
 		opts.Overrides = append(opts.Overrides, values.FromMap("(--kubeconfig: no pivot)", map[string]any{"pivot": false}))
 	}
+	if opts.Standalone {
+		opts.Overrides = append(opts.Overrides, standaloneValues())
+	}
 	s, err := newSession(opts)
 	if err != nil {
 		return &Result{}, err
@@ -90,7 +100,18 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		plan *render.Result
 		bc   *bootstrapCluster
 		src  *publishedSource
+		sa   *standaloneRun
 	)
+	if opts.Standalone {
+		var done bool
+		sa, done, err = startStandalone(s)
+		if sa != nil {
+			defer sa.lock.Release()
+		}
+		if err != nil || done {
+			return s.result, err
+		}
+	}
 	return s.run(ctx, []phase{
 		{"validate", func(ctx context.Context) (err error) {
 			if src, err = planSource(ctx, s); err != nil {
@@ -121,6 +142,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			return followUnits(ctx, s, bc, plan.Settings)
 		}},
 		{"finish", func(ctx context.Context) error {
+			if sa != nil {
+				return exportStandalone(ctx, s, bc, plan, sa)
+			}
 			return finish(ctx, s, bc, plan.Settings)
 		}},
 	})

@@ -51,15 +51,7 @@ func ensureBootstrapCluster(ctx context.Context, s *session, v values.Settings) 
 		return &bootstrapCluster{cluster: c}, nil
 	}
 
-	kc := v.BootstrapCluster
-	cfg := kindcluster.Config{
-		Name:          kc.Name,
-		NodeImage:     kc.NodeImage,
-		PodSubnet:     kc.PodsCIDR,
-		ServiceSubnet: kc.ServicesCIDR,
-		Mirrors:       v.RegistryMirrors.HostsConfig,
-		Environment:   env,
-	}
+	cfg := bootstrapClusterConfig(v, env)
 	kind := kindcluster.New(s.opts.StateDir, func(msg string) { s.out.Log("kind: %s", strings.TrimSpace(msg)) })
 	if exists, err := kind.Exists(cfg.Name); err != nil {
 		return nil, err
@@ -76,12 +68,11 @@ func ensureBootstrapCluster(ctx context.Context, s *session, v values.Settings) 
 	s.result.Bootstrap = kind.KubeconfigPath(cfg.Name)
 	s.out.Log("kubeconfig of the bootstrap cluster: %s", s.result.Bootstrap)
 
-	backend := v.Cluster.CNI.FlannelBackend
-	objs, err := s.renderer.Build(ctx, "bootstrap-cni", "./kustomize-components/cni/flannel-"+backend, map[string]string{"POD_CIDR": cfg.PodSubnet})
+	objs, err := bootstrapCNI(ctx, s, v)
 	if err != nil {
 		return nil, err
 	}
-	s.out.Log("installing flannel (%s) into the bootstrap cluster", backend)
+	s.out.Log("installing flannel (%s) into the bootstrap cluster", v.Cluster.CNI.FlannelBackend)
 	cs, err := apply.New(c).Apply(ctx, objs)
 	if err != nil {
 		return nil, fmt.Errorf("apply the CNI of the bootstrap cluster: %w", err)
@@ -100,6 +91,12 @@ func ensureBootstrapCluster(ctx context.Context, s *session, v values.Settings) 
 		return nil, err
 	}
 	return &bootstrapCluster{cluster: c, kind: kind}, nil
+}
+
+// bootstrapCNI is the pod network of the kind cluster: the same CNI as every cluster's.
+func bootstrapCNI(ctx context.Context, s *session, v values.Settings) ([]*unstructured.Unstructured, error) {
+	return s.renderer.Build(ctx, "bootstrap-cni", "./kustomize-components/cni/flannel-"+v.Cluster.CNI.FlannelBackend,
+		map[string]string{"POD_CIDR": v.BootstrapCluster.PodsCIDR})
 }
 
 // applyAndWait applies objs and waits until every object of wait is ready, showing what is not.

@@ -25,17 +25,25 @@ type session struct {
 	result   *Result
 }
 
+// newSession starts a command. Without a checkout (RepoRoot empty: a standalone cluster's state
+// is all Manage reads) there is no renderer.
 func newSession(opts Options) (*session, error) {
-	r, err := render.New(opts.RepoRoot, opts.KubeVersion, opts.BuildCache)
-	if err != nil {
-		return nil, err
+	s := &session{opts: opts, out: opts.Out, start: time.Now(), result: &Result{}}
+	if opts.RepoRoot != "" {
+		r, err := render.New(opts.RepoRoot, opts.KubeVersion, opts.BuildCache)
+		if err != nil {
+			return nil, err
+		}
+		s.renderer = r
 	}
-	return &session{opts: opts, out: opts.Out, renderer: r, start: time.Now(), result: &Result{}}, nil
+	return s, nil
 }
 
 func (s *session) close() {
 	s.out.Close()
-	_ = s.renderer.Close()
+	if s.renderer != nil {
+		_ = s.renderer.Close()
+	}
 }
 
 // renderOptions are the options of a render of the environment in a context.

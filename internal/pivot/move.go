@@ -28,17 +28,27 @@ func (p *pivot) move(ctx context.Context, _ *State) error {
 		return err
 	}
 	defer os.Remove(to)
-	cfg, err := config.New(ctx, "", config.InjectReader(config.NewMemoryReader()))
+	c, err := Clusterctl(ctx)
 	if err != nil {
-		return fmt.Errorf("clusterctl configuration: %w", err)
-	}
-	c, err := clusterctl.New(ctx, "", clusterctl.InjectConfig(cfg))
-	if err != nil {
-		return fmt.Errorf("clusterctl client: %w", err)
+		return err
 	}
 	return c.Move(ctx, clusterctl.MoveOptions{
 		FromKubeconfig: clusterctl.Kubeconfig{Path: from},
 		ToKubeconfig:   clusterctl.Kubeconfig{Path: to},
 		Namespace:      p.Namespace,
 	})
+}
+
+// Clusterctl is a clusterctl client that reads no configuration file and no environment: what
+// it moves is given to it, and nothing is fetched.
+func Clusterctl(ctx context.Context) (clusterctl.Client, error) {
+	cfg, err := config.New(ctx, "", config.InjectReader(config.NewMemoryReader()))
+	if err != nil {
+		return nil, fmt.Errorf("clusterctl configuration: %w", err)
+	}
+	c, err := clusterctl.New(ctx, "", clusterctl.InjectConfig(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("clusterctl client: %w", err)
+	}
+	return c, nil
 }

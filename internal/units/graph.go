@@ -160,6 +160,32 @@ func (g *Graph) DependsOnTransitively(name string) []string {
 	return out
 }
 
+// DependenciesOf returns the enabled units name depends on, directly or not, in order.
+func (g *Graph) DependenciesOf(name string) []string {
+	needed := map[string]bool{}
+	var visit func(string)
+	visit = func(n string) {
+		u, ok := g.Units[n]
+		if !ok {
+			return
+		}
+		for _, d := range u.DependsOn {
+			if !needed[d] {
+				needed[d] = true
+				visit(d)
+			}
+		}
+	}
+	visit(name)
+	var out []string
+	for _, n := range g.Order {
+		if needed[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // Names returns every unit name, sorted.
 func (g *Graph) Names() []string {
 	names := make([]string, 0, len(g.Units))
