@@ -18,6 +18,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/placement"
 	"cluster-init.dev/cluster-init/internal/progress"
+	"cluster-init.dev/cluster-init/internal/standalone"
 	"cluster-init.dev/cluster-init/internal/values"
 )
 
@@ -136,7 +137,7 @@ environment's clusters, as they define them or as recorded at the bootstrap: ano
 cluster with the same name is left alone, and named. It reads only the names it needs from the
 values, and works whatever they are.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			w, err := g.open(args[0])
 			if err != nil {
 				return err
@@ -148,6 +149,23 @@ values, and works whatever they are.`,
 			dir, err := stateDir()
 			if err != nil {
 				return err
+			}
+			// A standalone cluster is deleted by `delete`, which restores what manages it; an
+			// interrupted creation still has its kind cluster, and cleanup removes it with the state.
+			sa, err := standalone.DirOf(dir, w.env.Name)
+			if err != nil {
+				return err
+			}
+			if exists, _ := sa.Exists(); exists {
+				st, err := sa.Load()
+				if err == nil && (st.Pending == nil || st.Pending.Command != bootstrap.CommandCreate) {
+					return fmt.Errorf("%s has a standalone cluster (%s, state %s): `bootstrap delete %s` deletes it and its machines through Cluster API", w.env.Name, st.Cluster, sa.Path, w.env.Name)
+				}
+				defer func() {
+					if err == nil {
+						err = sa.Remove()
+					}
+				}()
 			}
 			out := cmd.OutOrStdout()
 			// Every wait inside is bounded; this bounds the requests to a cluster that stops answering.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"cluster-init.dev/cluster-init/internal/apply"
@@ -112,9 +113,18 @@ func applyAndWait(ctx context.Context, s *session, c *kube.Cluster, what string,
 // waitReady waits until every object of wait is ready, showing what is not.
 func waitReady(ctx context.Context, s *session, c *kube.Cluster, what string, wait []*unstructured.Unstructured, timeout time.Duration) error {
 	return readiness.Wait(ctx, c, wait, timeout, func(pending []readiness.NotReady) {
-		list := make([]string, len(pending))
-		for i, p := range pending {
-			list[i] = fmt.Sprintf("%s: %s", p.Object, p.Message)
+		// The first poll has not reached most objects yet: one line for them, not one each.
+		var list []string
+		unseen := 0
+		for _, p := range pending {
+			if p.Status == status.UnknownStatus && p.Message == readiness.NotLookedAt {
+				unseen++
+				continue
+			}
+			list = append(list, fmt.Sprintf("%s: %s", p.Object, p.Message))
+		}
+		if unseen > 0 {
+			list = append(list, fmt.Sprintf("%d objects not looked at yet", unseen))
 		}
 		if len(list) > 0 {
 			s.out.Waiting(what, list)

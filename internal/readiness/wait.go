@@ -26,6 +26,9 @@ type NotReady struct {
 	Message string
 }
 
+// NotLookedAt is the message of an object the wait has not read yet.
+const NotLookedAt = "not looked at yet"
+
 // pollInterval is how often a wait looks at its objects.
 const pollInterval = 2 * time.Second
 
@@ -79,7 +82,7 @@ func pendingOf(rsc *collector.ResourceStatusCollector) ([]NotReady, bool) {
 	var out []NotReady
 	failed := false
 	for id, rs := range rsc.ResourceStatuses {
-		p := NotReady{Object: utils.FmtObjMetadata(id), Status: status.UnknownStatus, Message: "not looked at yet"}
+		p := NotReady{Object: utils.FmtObjMetadata(id), Status: status.UnknownStatus, Message: NotLookedAt}
 		if rs != nil {
 			if rs.Status == status.CurrentStatus {
 				continue

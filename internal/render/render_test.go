@@ -628,3 +628,34 @@ func TestApplicationsArePlacedFromGit(t *testing.T) {
 		t.Errorf("applications without git: %+v", u)
 	}
 }
+
+// A standalone cluster gets nothing that would make it a management cluster, and the graph's
+// DependenciesOf the cluster unit is exactly what a temporary management cluster runs.
+func TestAStandaloneClusterIsPreparedForNoManagement(t *testing.T) {
+	root := testenv.Checkout(t)
+	env := testenv.Environment(t, root, "kubeadm-capd")
+	// standalone alone, without pivot: false: the chart itself must keep the pivot out.
+	standalone := values.FromMap("(--standalone)", map[string]any{"standalone": true})
+	res, err := render.Render(t.Context(), root, kubeVersion(t, root), render.Options{Env: env, Context: render.ContextBootstrap,
+		Overrides: []values.Layer{standalone}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var enabled []string
+	for _, u := range res.Graph.Enabled() {
+		enabled = append(enabled, u.Name)
+	}
+	for _, u := range []string{"management-flux", "management-configs", "management-cluster-init", "pivot"} {
+		if slices.Contains(enabled, u) {
+			t.Errorf("unit %s is enabled for a standalone cluster", u)
+		}
+	}
+	for _, u := range []string{"cluster", "cni", "cluster-ready"} {
+		if !slices.Contains(enabled, u) {
+			t.Errorf("unit %s is not enabled for a standalone cluster", u)
+		}
+	}
+	if got, want := res.Graph.DependenciesOf("cluster"), []string{"cert-manager", "capi", "cabpk", "capd"}; !slices.Equal(got, want) {
+		t.Errorf("DependenciesOf(cluster) = %v, want %v", got, want)
+	}
+}

@@ -143,12 +143,12 @@ func (d Dir) Check(k *Key) (*State, error) {
 	found := false
 	for _, f := range files {
 		path := filepath.Join(cur, f.Name())
-		data, err := k.readFile(path)
+		data, err := k.readFile(path) // its errors name the file
 		if err == nil && !json.Valid(data) {
-			err = errors.New("not a JSON object")
+			err = fmt.Errorf("%s: not a JSON object", path)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("standalone cluster %s: damaged state: %s: %w", st.Environment, path, err)
+			return nil, fmt.Errorf("standalone cluster %s: damaged state: %w", st.Environment, err)
 		}
 		found = found || f.Name() == clusterFile
 	}
