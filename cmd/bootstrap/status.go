@@ -157,8 +157,18 @@ values, and works whatever they are.`,
 				return err
 			}
 			if exists, _ := sa.Exists(); exists {
+				lock, err := sa.Lock("bootstrap cleanup " + w.env.Name)
+				if err != nil {
+					return err
+				}
+				defer lock.Release()
 				st, err := sa.Load()
-				if err == nil && (st.Pending == nil || st.Pending.Command != bootstrap.CommandCreate) {
+				if err != nil {
+					return fmt.Errorf("%s may have a standalone cluster, its state unreadable (%w): cleanup leaves it; repair the state or remove it by hand", w.env.Name, err)
+				}
+				// Only a creation whose export is not complete may be cleaned up: its bootstrap
+				// cluster still manages the cluster. Otherwise the state is the only record of it.
+				if st.Pending == nil || st.Pending.Command != bootstrap.CommandCreate || st.Pending.Finished {
 					return fmt.Errorf("%s has a standalone cluster (%s, state %s): `bootstrap delete %s` deletes it and its machines through Cluster API", w.env.Name, st.Cluster, sa.Path, w.env.Name)
 				}
 				defer func() {

@@ -31,6 +31,9 @@ func Adopt(ctx context.Context, opts Options) (*Result, error) {
 	if opts.Kubeconfig == "" {
 		return &Result{}, errors.New("--adopt: name the cluster to adopt with --kubeconfig FILE (and --kube-context)")
 	}
+	if err := refuseStandalone(opts); err != nil {
+		return &Result{}, err
+	}
 	s, err := newSession(opts)
 	if err != nil {
 		return &Result{}, err

@@ -102,6 +102,11 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		src  *publishedSource
 		sa   *standaloneRun
 	)
+	if !opts.Standalone {
+		if err := refuseStandalone(opts); err != nil {
+			return &Result{}, err
+		}
+	}
 	if opts.Standalone {
 		var done bool
 		sa, done, err = startStandalone(s)

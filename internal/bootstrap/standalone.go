@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -44,6 +45,19 @@ func standaloneValues() values.Layer {
 	return values.FromMap("(--standalone)", map[string]any{"pivot": false, "standalone": true})
 }
 
+// refuseStandalone refuses a bootstrap of an environment that has a standalone cluster: it would
+// define that cluster a second time, with a second CA.
+func refuseStandalone(opts Options) error {
+	d, err := standalone.DirOf(opts.StateDir, opts.Env.Name)
+	if err != nil {
+		return nil // no state can exist under a name that is not one
+	}
+	if exists, err := d.Exists(); err != nil || !exists {
+		return err
+	}
+	return fmt.Errorf("environment %s has a standalone cluster (state %s): it would be defined a second time; change it with `bootstrap scale %s`, delete it with `bootstrap delete %s`", opts.Env.Name, d.Path, opts.Env.Name, opts.Env.Name)
+}
+
 // standaloneRun is a standalone creation's hold on its state directory.
 type standaloneRun struct {
 	dir  standalone.Dir
@@ -72,6 +86,7 @@ func startStandalone(s *session) (run *standaloneRun, done bool, err error) {
 		return nil, false, err
 	}
 	run = &standaloneRun{dir: d, lock: lock}
+	d.RemoveLeftovers()
 	exists, err := d.Exists()
 	if err != nil || !exists {
 		return run, false, err
@@ -84,11 +99,18 @@ func startStandalone(s *session) (run *standaloneRun, done bool, err error) {
 		return run, false, fmt.Errorf("environment %s has a standalone cluster already (%s, state %s): change it with `bootstrap scale %s`, or delete it with `bootstrap delete %s`", st.Environment, st.Cluster, d.Path, st.Environment, st.Environment)
 	}
 	run.state = st
+	kind := kindcluster.New(s.opts.StateDir, func(msg string) { s.out.Log("kind: %s", strings.TrimSpace(msg)) })
 	if !st.Pending.Finished {
+		// Its export was not complete: the bootstrap cluster is the only record of the cluster.
+		// Without it, a new run would define the cluster again, with a second CA.
+		if up, err := kind.Exists(st.BootstrapCluster.Name); err != nil {
+			return run, false, err
+		} else if !up {
+			return run, false, fmt.Errorf("the creation of standalone cluster %s was interrupted before its objects were exported, and its bootstrap cluster %s is gone: nothing can manage the cluster again; `bootstrap cleanup %s` removes its containers and this state", st.Cluster, st.BootstrapCluster.Name, st.Environment)
+		}
 		s.out.Log("continuing the interrupted creation of standalone cluster %s", st.Cluster)
 		return run, false, nil
 	}
-	kind := kindcluster.New(s.opts.StateDir, func(msg string) { s.out.Log("kind: %s", strings.TrimSpace(msg)) })
 	if err := deleteTemporaryCluster(s, kind, st); err != nil {
 		return run, false, err
 	}
@@ -117,7 +139,7 @@ func exportStandalone(ctx context.Context, s *session, bc *bootstrapCluster, pla
 	st.Infrastructure = v.Cluster.Providers.Infrastructure
 	st.KubernetesVersion = v.Cluster.KubernetesVersion
 	st.Versions = s.opts.Versions
-	st.Source, _ = plan.Merged["source"].(map[string]any)
+	st.Source = sourceWithoutCredentials(plan.Merged["source"])
 	st.BootstrapCluster = bootstrapClusterConfig(v, s.opts.Env.Name)
 	st.Recipient = k.Recipient()
 	st.Pending = &standalone.Operation{Command: CommandCreate, Started: time.Now().UTC(), Restored: true, Applied: true}
@@ -160,6 +182,26 @@ func exportStandalone(ctx context.Context, s *session, bc *bootstrapCluster, pla
 	s.out.Log("state (mode 0700, secrets encrypted to %s): %s", st.Recipient, run.dir.Path)
 	s.out.Log("change it: bootstrap scale %s --workers N; delete it: bootstrap delete %s; back up its state: bootstrap standalone export %s -o FILE", st.Environment, st.Environment, st.Environment)
 	return nil
+}
+
+// sourceWithoutCredentials is the source values as state.json keeps them: a URL's user
+// information (a token, say) is dropped.
+func sourceWithoutCredentials(v any) map[string]any {
+	src, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	out := map[string]any{}
+	for k, val := range src {
+		out[k] = val
+	}
+	if raw, ok := out["url"].(string); ok {
+		if u, err := url.Parse(raw); err == nil && u.User != nil {
+			u.User = nil
+			out["url"] = u.String()
+		}
+	}
+	return out
 }
 
 func bootstrapClusterConfig(v values.Settings, env string) kindcluster.Config {
@@ -365,6 +407,7 @@ func Manage(ctx context.Context, opts Options, m ManageOptions) (*Result, error)
 			if lock, err = d.Lock("bootstrap " + m.Command + " " + opts.Env.Name); err != nil {
 				return err
 			}
+			d.RemoveLeftovers()
 			if k == nil {
 				return errors.New("no age key to decrypt the state's secrets with")
 			}
@@ -396,7 +439,14 @@ func Manage(ctx context.Context, opts Options, m ManageOptions) (*Result, error)
 			if err := exportObjects(ctx, s, d, mc, kind.KubeconfigPath(st.BootstrapCluster.Name), st); err != nil {
 				return err
 			}
-			if replaced := machines.Replaced(st.Before, st.Machines); len(replaced) > 0 {
+			// A scale-down removes machines; a machine still there must have kept its provider ID.
+			kept := map[string]string{}
+			for name, id := range st.Before {
+				if _, ok := st.Machines[name]; ok {
+					kept[name] = id
+				}
+			}
+			if replaced := machines.Replaced(kept, st.Machines); len(replaced) > 0 {
 				s.out.Log("warning: machines replaced during the change: %s", strings.Join(replaced, ", "))
 			}
 			st.Pending.Finished = true
@@ -421,7 +471,11 @@ func Manage(ctx context.Context, opts Options, m ManageOptions) (*Result, error)
 		s.out.Log("standalone cluster %s: %d control plane and %d worker machines; no management left running", st.Cluster, st.ControlPlane, st.Workers)
 		return nil
 	}})
-	return s.run(ctx, phases)
+	res, err := s.run(ctx, phases)
+	if err != nil && st != nil && st.Pending != nil {
+		s.out.Log("the change is recorded in %s and the temporary management cluster %s (if created) is kept: run the same `bootstrap %s` again to finish", d.Path, st.BootstrapCluster.Name, m.Command)
+	}
+	return res, err
 }
 
 // beginOperation records the command in the state, or finds the interrupted one it continues.
@@ -439,6 +493,14 @@ func beginOperation(s *session, d standalone.Dir, st *standalone.State, kind *ki
 	exists, err := kind.Exists(st.BootstrapCluster.Name)
 	if err != nil {
 		return st, false, err
+	}
+	if p != nil && p.Command == CommandDelete && p.Applied && !p.Finished && p.Restored && !exists {
+		// Restoring the last export would bring a half-deleted cluster back to life, and its
+		// controllers could create machines before it is deleted again.
+		return st, false, fmt.Errorf("standalone cluster %s was being deleted and its temporary management cluster %s is gone: not restored from the state, which would bring the cluster back; remove its machines by hand (CAPD: the containers labelled io.x-k8s.kind.cluster=%s), then the state %s", st.Cluster, st.BootstrapCluster.Name, st.Cluster, d.Path)
+	}
+	if p == nil && exists {
+		return st, false, fmt.Errorf("kind cluster %s exists and no change of standalone cluster %s is under way: it is not one this command left; delete it (or change bootstrap_cluster.name) first", st.BootstrapCluster.Name, st.Cluster)
 	}
 	if p != nil && p.Finished && p.Command == m.Command {
 		s.out.Log("the change was complete and kept: only the temporary management cluster remains to delete")
@@ -552,7 +614,8 @@ func applyManagement(ctx context.Context, s *session, d standalone.Dir, st *stan
 func restoreObjects(ctx context.Context, s *session, d standalone.Dir, st *standalone.State, mc *kube.Cluster, kubeconfigPath string) error {
 	if st.Pending.Restored {
 		s.out.Log("the objects of %s are in the temporary management cluster already (restored by the interrupted command): not restored again", st.Cluster)
-		return nil
+		// An export killed half-way leaves the Cluster paused.
+		return setPaused(ctx, mc, st, false)
 	}
 	dir, cleanup, err := d.RestoreDir(s.opts.StandaloneKey)
 	if err != nil {
@@ -586,6 +649,11 @@ func restoreObjects(ctx context.Context, s *session, d standalone.Dir, st *stand
 // scaleCluster sets the replicas of the workers' MachineDeployment and of the control plane, and
 // waits until the cluster has them, every node ready.
 func scaleCluster(ctx context.Context, s *session, d standalone.Dir, st *standalone.State, mc *kube.Cluster, m ManageOptions) error {
+	// Recorded before the change: a command killed right after it must know it may have happened.
+	st.Pending.Applied = true
+	if err := d.Save(st); err != nil {
+		return err
+	}
 	if m.Workers != nil {
 		mds := &clusterv1.MachineDeploymentList{}
 		if err := mc.Client.List(ctx, mds, client.InNamespace(st.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: st.Cluster}); err != nil {
@@ -619,10 +687,6 @@ func scaleCluster(ctx context.Context, s *session, d standalone.Dir, st *standal
 		}
 		s.out.Log("%s %s: %d replicas", ref.Kind, ref.Name, *m.ControlPlane)
 	}
-	st.Pending.Applied = true
-	if err := d.Save(st); err != nil {
-		return err
-	}
 	nodes, err := clusterOf(ctx, mc, st.Cluster)
 	if err != nil {
 		return fmt.Errorf("connect to cluster %s to read its nodes: %w", st.Cluster, err)
@@ -641,19 +705,21 @@ func setReplicas(ctx context.Context, mc *kube.Cluster, obj client.Object, repli
 // deleteCluster deletes the Cluster and waits until Cluster API has deleted its machines and it
 // is gone.
 func deleteCluster(ctx context.Context, s *session, d standalone.Dir, st *standalone.State, mc *kube.Cluster) error {
+	// Recorded before the deletion: a command killed right after it must know it may have begun.
+	st.Pending.Applied = true
+	if err := d.Save(st); err != nil {
+		return err
+	}
 	cl := &clusterv1.Cluster{}
 	cl.Name, cl.Namespace = st.Cluster, st.Namespace
 	if err := mc.Client.Delete(ctx, cl); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete Cluster %s: %w", st.Cluster, err)
 	}
-	st.Pending.Applied = true
-	if err := d.Save(st); err != nil {
-		return err
-	}
 	const timeout = 20 * time.Minute
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		v, err := machines.Read(ctx, mc.Client, st.Namespace, st.Cluster)
 		if err != nil {
+			s.out.Waiting(fmt.Sprintf("the deletion of cluster %s", st.Cluster), []string{err.Error()})
 			return false, nil
 		}
 		if !v.Found {

@@ -151,8 +151,9 @@ func TestStandaloneCluster(t *testing.T) {
 
 	// Refusals, in seconds, before anything is created: a second creation, no state, a damaged state.
 	for name, args := range map[string][]string{
-		"second creation": {env, "--standalone", "--values", testbedVs},
-		"no state":        {"scale", "rke2-capd", "--workers", "2"},
+		"second creation":     {env, "--standalone", "--values", testbedVs},
+		"a bootstrap over it": {env, "--values", testbedVs},
+		"no state":            {"scale", "rke2-capd", "--workers", "2"},
 	} {
 		r := bootstrap(t, ctx, nil, args...)
 		if r.err == nil || r.wall > 20*time.Second {

@@ -79,14 +79,34 @@ func Import(stateDir string, r io.Reader, k *Key) (Dir, *State, error) {
 	if err != nil {
 		return Dir{}, nil, err
 	}
+	// Under the lock: a creation of the same environment may be running, its state not yet saved.
+	lock, err := d.Lock("bootstrap standalone import")
+	if err != nil {
+		return Dir{}, nil, err
+	}
+	defer lock.Release()
 	if exists, err := d.Exists(); err != nil {
 		return Dir{}, nil, err
 	} else if exists {
 		return Dir{}, nil, fmt.Errorf("a standalone cluster of environment %s already has a state (%s): delete the cluster, or move that directory away, before importing another", st.Environment, d.Path)
 	}
-	_ = os.RemoveAll(d.Path) // a lock file alone
-	if err := os.Rename(staging, d.Path); err != nil {
-		return Dir{}, nil, fmt.Errorf("import into %s: %w", d.Path, err)
+	// state.json last: until it is there, the directory holds no state.
+	entries, err := os.ReadDir(staging)
+	if err != nil {
+		return Dir{}, nil, err
+	}
+	for _, e := range append(entries, nil) {
+		name := stateFile
+		if e != nil {
+			if e.Name() == stateFile {
+				continue
+			}
+			name = e.Name()
+		}
+		_ = os.RemoveAll(filepath.Join(d.Path, name))
+		if err := os.Rename(filepath.Join(staging, name), filepath.Join(d.Path, name)); err != nil {
+			return Dir{}, nil, fmt.Errorf("import into %s: %w", d.Path, err)
+		}
 	}
 	return d, st, nil
 }

@@ -14,20 +14,31 @@ import (
 )
 
 // objectsPath is objects/, finishing a replacement a killed command left half-done: objects/ is
-// renamed away only once objects.new/ is complete, so a missing objects/ next to objects.new/
-// means the new one is whole.
+// renamed to objects.old/ only once objects.new/ is complete, so objects.old/ without objects/
+// means objects.new/ is whole. Anything else staged is partial and dropped.
 func (d Dir) objectsPath() (string, error) {
 	cur := d.file(objectsDir)
-	staged := cur + stagingSuffix
+	staged, old := cur+stagingSuffix, cur+replacedSuffix
 	if _, err := os.Stat(cur); errors.Is(err, fs.ErrNotExist) {
-		if _, err := os.Stat(staged); err == nil {
+		if _, err := os.Stat(old); err == nil {
 			if err := os.Rename(staged, cur); err != nil {
 				return "", fmt.Errorf("finish replacing %s: %w", cur, err)
 			}
 		}
 	}
-	_ = os.RemoveAll(cur + replacedSuffix)
+	_ = os.RemoveAll(old)
+	_ = os.RemoveAll(staged)
 	return cur, nil
+}
+
+// RemoveLeftovers removes what a killed command may have left in clear: the directories of an
+// export (clusterctl writes the Secrets unencrypted) or of a restore (decrypted). Called with
+// the lock held.
+func (d Dir) RemoveLeftovers() {
+	leftovers, _ := filepath.Glob(d.file(".export-*"))
+	for _, p := range append(leftovers, d.file(".restore")) {
+		_ = os.RemoveAll(p)
+	}
 }
 
 // StoreObjects replaces objects/ by what clusterctl wrote into from (one JSON object per file,
@@ -39,9 +50,6 @@ func (d Dir) StoreObjects(k *Key, from string) (count int, err error) {
 		return 0, err
 	}
 	staged := cur + stagingSuffix
-	if err := os.RemoveAll(staged); err != nil {
-		return 0, err
-	}
 	if err := os.MkdirAll(staged, dirMode); err != nil {
 		return 0, err
 	}
@@ -219,12 +227,12 @@ func (d Dir) Files() ([]string, error) {
 		}
 		rel, _ := filepath.Rel(d.Path, path)
 		if e.IsDir() {
-			if strings.HasPrefix(e.Name(), ".") && path != d.Path {
+			if path != d.Path && rel != objectsDir && rel != managementDir {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		if rel == lockFile || strings.HasPrefix(e.Name(), ".") {
+		if !allowedInArchive(filepath.ToSlash(rel)) {
 			return nil
 		}
 		out = append(out, filepath.ToSlash(rel))

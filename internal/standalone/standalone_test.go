@@ -186,12 +186,27 @@ func TestObjectsAreReplacedWhole(t *testing.T) {
 	if _, err := d.Check(k); err != nil {
 		t.Fatalf("the refused export damaged the state: %v", err)
 	}
+	// Killed between the two renames: objects.old/ (the previous export) and a complete
+	// objects.new/.
 	cur := filepath.Join(d.Path, "objects")
 	if err := os.Rename(cur, cur+".new"); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Mkdir(cur+".old", 0o700); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := d.Check(k); err != nil {
 		t.Fatalf("a replacement interrupted after the first rename is not finished: %v", err)
+	}
+	// Killed while the first export was written: a partial objects.new/ alone is not promoted.
+	if err := os.Rename(cur, cur+".new"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Check(k); err == nil {
+		t.Fatal("a partial first export was taken for the objects")
+	}
+	if _, err := os.Stat(cur + ".new"); !os.IsNotExist(err) {
+		t.Errorf("the partial export was left: %v", err)
 	}
 }
 
