@@ -37,6 +37,13 @@ func followUnits(ctx context.Context, s *session, bc *bootstrapCluster, v values
 	src := progress.Source{Cluster: bc.cluster, ClusterName: v.Cluster.Name}
 	tracker := progress.NewTracker(time.Now())
 	handoffs := handoff.NewRequester(bc.cluster.Client)
+	health := handoff.NewHealthChecks(ctx, bc.cluster)
+	defer health.Stop()
+	var management *managementUnits
+	if bc.kind != nil {
+		management = newManagementUnits(bc.cluster, v.Cluster.Name)
+		defer management.stop()
+	}
 	start := time.Now()
 	var stuck error
 	err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
@@ -51,6 +58,12 @@ func followUnits(ctx context.Context, s *session, bc *bootstrapCluster, v values
 		// A unit whose dependencies just turned ready starts now, not at Flux's next look.
 		if _, err := handoffs.Request(ctx, obs.Units); err != nil && ctx.Err() == nil {
 			s.out.Log("%v (retrying)", err)
+		}
+		// A unit whose objects just turned ready finishes its health check now, not at Flux's
+		// next look.
+		health.Follow(obs.Units)
+		if management != nil {
+			management.look(ctx, obs.Units)
 		}
 		snap := tracker.Update(obs, time.Now())
 		s.result.Units = snap

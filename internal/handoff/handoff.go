@@ -12,7 +12,6 @@ import (
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -72,7 +71,18 @@ func (r *Requester) Request(ctx context.Context, u readiness.Units) ([]string, e
 		if last, ok := r.asked[ks.Name]; ok && now.Sub(last) < minGap {
 			continue
 		}
-		obj := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: ks.Namespace, Name: ks.Name}}
+		// Flux may have started it since the look (it re-checks waiting units too): a request
+		// while it applies would interrupt the health check that follows.
+		obj := &kustomizev1.Kustomization{}
+		if err := r.c.Get(ctx, client.ObjectKeyFromObject(ks), obj); err != nil {
+			if client.IgnoreNotFound(err) != nil {
+				return asked, fmt.Errorf("read unit %s: %w", name, err)
+			}
+			continue
+		}
+		if st := readiness.OfUnit(obj); st.State != readiness.Pending || st.Reason != meta.DependencyNotReadyReason {
+			continue
+		}
 		if _, err := RequestReconcile(ctx, r.c, obj, now); client.IgnoreNotFound(err) != nil {
 			return asked, fmt.Errorf("request a reconciliation of unit %s: %w", name, err)
 		}

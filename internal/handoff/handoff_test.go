@@ -124,14 +124,7 @@ func TestRequestAsksFluxOncePerUnblockedUnit(t *testing.T) {
 		u.Graph = g
 		return u
 	}
-	requested := func(name string) string {
-		t.Helper()
-		ks := &kustomizev1.Kustomization{}
-		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ks); err != nil {
-			t.Fatal(err)
-		}
-		return ks.Annotations[meta.ReconcileRequestAnnotation]
-	}
+	requested := func(name string) string { return requestedAt(t, c.Client, ns, name) }
 
 	r := handoff.NewRequester(c.Client)
 	asked, err := r.Request(ctx, read())
@@ -155,4 +148,14 @@ func TestRequestAsksFluxOncePerUnblockedUnit(t *testing.T) {
 	if requested("b") != first {
 		t.Error("the request of b was renewed within the gap")
 	}
+}
+
+// requestedAt is the reconcile request a unit's Kustomization carries ("" for none).
+func requestedAt(t *testing.T, c client.Client, namespace, name string) string {
+	t.Helper()
+	ks := &kustomizev1.Kustomization{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: namespace, Name: name}, ks); err != nil {
+		t.Fatal(err)
+	}
+	return ks.Annotations[meta.ReconcileRequestAnnotation]
 }

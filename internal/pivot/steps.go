@@ -153,13 +153,16 @@ func (p *pivot) waitReady(ctx context.Context, st *State) error {
 	if err != nil {
 		return err
 	}
-	return p.waitFor(ctx, "the units of the management cluster", p.unitsDone(m, nil))
+	health := handoff.NewHealthChecks(ctx, m)
+	defer health.Stop()
+	return p.waitFor(ctx, "the units of the management cluster", p.unitsDone(m, health, nil))
 }
 
 // unitsDone checks whether every unit of the management cluster is done (and, if want is set,
 // whether want accepts the graph), handing each unit over to Flux as soon as its dependencies are
-// ready: these waits are on the critical path of the bootstrap.
-func (p *pivot) unitsDone(m *kube.Cluster, want func(*units.Graph) string) func(context.Context) (bool, string, error) {
+// ready and its health check as soon as its objects are: these waits are on the critical path of
+// the bootstrap.
+func (p *pivot) unitsDone(m *kube.Cluster, health *handoff.HealthChecks, want func(*units.Graph) string) func(context.Context) (bool, string, error) {
 	handoffs := handoff.NewRequester(m.Client)
 	return func(ctx context.Context) (bool, string, error) {
 		u, err := readiness.ReadUnits(ctx, m.Client, p.Namespace)
@@ -169,6 +172,7 @@ func (p *pivot) unitsDone(m *kube.Cluster, want func(*units.Graph) string) func(
 		if _, err := handoffs.Request(ctx, u); err != nil {
 			return false, "", err
 		}
+		health.Follow(u)
 		if want != nil {
 			if reason := want(u.Graph); reason != "" {
 				return false, reason, nil
@@ -221,7 +225,9 @@ func (p *pivot) adopt(ctx context.Context, st *State) error {
 	if err := managementstate.Write(ctx, m.Client, names.FieldManager+"-pivot", managementstate.State{SelfManaged: true}); err != nil {
 		return err
 	}
-	return p.waitFor(ctx, "the management cluster to reconcile its own definitions", p.unitsDone(m, func(g *units.Graph) string {
+	health := handoff.NewHealthChecks(ctx, m)
+	defer health.Stop()
+	return p.waitFor(ctx, "the management cluster to reconcile its own definitions", p.unitsDone(m, health, func(g *units.Graph) string {
 		if g == nil {
 			return "no unit graph yet"
 		}

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"github.com/fluxcd/pkg/apis/kustomize"
+	"github.com/fluxcd/pkg/runtime/cel"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"cluster-init.dev/cluster-init/internal/managementstate"
@@ -657,5 +660,58 @@ func TestAStandaloneClusterIsPreparedForNoManagement(t *testing.T) {
 	}
 	if got, want := res.Graph.DependenciesOf("cluster"), []string{"cert-manager", "capi", "cabpk", "capd"}; !slices.Equal(got, want) {
 		t.Errorf("DependenciesOf(cluster) = %v, want %v", got, want)
+	}
+}
+
+// The units that gate on the Cluster (its control plane initialized, then every machine up) pass
+// only once Cluster API reports that condition True: a Cluster whose status does not carry it yet
+// (just created, or reconciled once without it) is still in progress. Evaluated with Flux's own
+// evaluator of health check expressions.
+func TestClusterGatesWaitForTheirCondition(t *testing.T) {
+	root := testenv.Checkout(t)
+	res := renderEnv(t, root, testenv.Environment(t, root, "kubeadm-capd"), render.ContextBootstrap)
+	gates := map[string]string{"cluster": "ControlPlaneInitialized", "cluster-ready": "Available"}
+	for _, o := range res.Objects {
+		condition, ok := gates[o.Object.GetName()]
+		if o.Unit != "" || o.Object.GetKind() != "Kustomization" || !ok {
+			continue
+		}
+		delete(gates, o.Object.GetName())
+		exprs, _, _ := unstructured.NestedSlice(o.Object.Object, "spec", "healthCheckExprs")
+		if len(exprs) != 1 {
+			t.Fatalf("unit %s: %d health check expressions, want 1 (the Cluster's)", o.Object.GetName(), len(exprs))
+		}
+		current, _ := exprs[0].(map[string]any)["current"].(string)
+		eval, err := cel.NewStatusEvaluator(&kustomize.HealthCheckExpressions{Current: current})
+		if err != nil {
+			t.Fatalf("unit %s: %v", o.Object.GetName(), err)
+		}
+		cond := func(typ, status string) any { return map[string]any{"type": typ, "status": status} }
+		for _, c := range []struct {
+			name       string
+			conditions []any
+			want       status.Status
+		}{
+			{"no condition yet", []any{}, status.InProgressStatus},
+			{"other conditions only", []any{cond("InfrastructureReady", "True")}, status.InProgressStatus},
+			{"condition false", []any{cond("InfrastructureReady", "True"), cond(condition, "False")}, status.InProgressStatus},
+			{"condition true", []any{cond("InfrastructureReady", "True"), cond(condition, "True")}, status.CurrentStatus},
+		} {
+			cluster := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+				"metadata": map[string]any{"name": "management", "generation": int64(1)},
+				"status":   map[string]any{"observedGeneration": int64(1), "conditions": c.conditions},
+			}}
+			got, err := eval.Evaluate(context.Background(), cluster)
+			if err != nil {
+				t.Fatalf("unit %s, %s: %v", o.Object.GetName(), c.name, err)
+			}
+			if got.Status != c.want {
+				t.Errorf("unit %s, %s: %s, want %s (expression %s)", o.Object.GetName(), c.name, got.Status, c.want, current)
+			}
+		}
+	}
+	if len(gates) > 0 {
+		t.Errorf("no Kustomization for units %v", slices.Collect(maps.Keys(gates)))
 	}
 }

@@ -1,0 +1,214 @@
+package handoff_test
+
+import (
+	"testing"
+	"time"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/kustomize"
+	"github.com/fluxcd/pkg/apis/meta"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cluster-init.dev/cluster-init/internal/handoff"
+	"cluster-init.dev/cluster-init/internal/readiness"
+	"cluster-init.dev/cluster-init/internal/testenv"
+	"cluster-init.dev/cluster-init/internal/units"
+)
+
+// inHealthCheck is the status kustomize-controller writes while it waits in a health check.
+func inHealthCheck(since time.Time) kustomizev1.KustomizationStatus {
+	msg := "Running health checks for revision main@sha1:0 with a timeout of 5m0s"
+	return kustomizev1.KustomizationStatus{
+		ObservedGeneration: 1,
+		Conditions: []metav1.Condition{
+			{Type: meta.ReadyCondition, Status: metav1.ConditionUnknown, Reason: meta.ProgressingReason, Message: "Reconciliation in progress", LastTransitionTime: metav1.NewTime(since)},
+			{Type: meta.ReconcilingCondition, Status: metav1.ConditionTrue, Reason: meta.ProgressingReason, Message: msg, LastTransitionTime: metav1.NewTime(since)},
+			{Type: meta.HealthyCondition, Status: metav1.ConditionUnknown, Reason: meta.ProgressingReason, Message: msg, LastTransitionTime: metav1.NewTime(since)},
+		},
+	}
+}
+
+// A unit in its health check is asked to reconcile once the objects the check waits for are ready
+// by Flux's rules (kstatus, the unit's CEL expressions), and not before.
+func TestHealthChecksAskFluxOnceTheObjectsAreReady(t *testing.T) {
+	c := testenv.Start(t, "health")
+	ctx := t.Context()
+	const ns = "cluster-init"
+	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app": "web"}
+	deploy := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "web"}}},
+			},
+		},
+	}
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mgmt"},
+		Spec: clusterv1.ClusterSpec{
+			ControlPlaneRef:   clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane", Name: "mgmt"},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DockerCluster", Name: "mgmt"},
+		},
+	}
+	// A Job is ready for Flux once complete, not once started (kstatus's own rule).
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pivot"},
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "pivot", Image: "pivot"}},
+		}}},
+	}
+	for _, o := range []client.Object{deploy, cluster, job} {
+		if err := c.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := kustomizev1.CrossNamespaceSourceReference{Kind: "OCIRepository", Name: "src"}
+	// "apps" waits for everything it applied (the Deployment, and a ConfigMap that is ready once it
+	// exists); "cluster" checks the Cluster with an expression of its own.
+	apps := &kustomizev1.Kustomization{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "apps"},
+		Spec:       kustomizev1.KustomizationSpec{Interval: metav1.Duration{Duration: time.Hour}, Path: "./apps", SourceRef: src, Wait: true},
+	}
+	clusterUnit := &kustomizev1.Kustomization{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cluster"},
+		Spec: kustomizev1.KustomizationSpec{
+			Interval: metav1.Duration{Duration: time.Hour}, Path: "./cluster", SourceRef: src,
+			HealthChecks: []meta.NamespacedObjectKindReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: "mgmt", Namespace: ns}},
+			HealthCheckExprs: []kustomize.CustomHealthCheck{{
+				APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster",
+				HealthCheckExpressions: kustomize.HealthCheckExpressions{
+					Current: "status.conditions.exists(c, c.type == 'ControlPlaneInitialized' && c.status == 'True')",
+				},
+			}},
+		},
+	}
+	started := time.Now().Add(-time.Minute)
+	for _, ks := range []*kustomizev1.Kustomization{apps, clusterUnit} {
+		if err := c.Client.Create(ctx, ks); err != nil {
+			t.Fatal(err)
+		}
+		ks.Status = inHealthCheck(started)
+		if ks.Name == "apps" {
+			ks.Status.Inventory = &kustomizev1.ResourceInventory{Entries: []kustomizev1.ResourceRef{
+				{ID: ns + "_web_apps_Deployment", Version: "v1"},
+				{ID: ns + "_settings__ConfigMap", Version: "v1"},
+				{ID: ns + "_pivot_batch_Job", Version: "v1"},
+			}}
+		}
+		if err := c.Client.Status().Update(ctx, ks); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := &units.Graph{
+		Units: map[string]*units.Unit{
+			"apps":    {Name: "apps", Enabled: true, Object: "apps", Kind: units.KindKustomization},
+			"cluster": {Name: "cluster", Enabled: true, Object: "cluster", Kind: units.KindKustomization},
+		},
+		Order: []string{"apps", "cluster"},
+	}
+	follow := func(h *handoff.HealthChecks) {
+		t.Helper()
+		u, err := readiness.ReadUnits(ctx, c.Client, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Graph = g
+		h.Follow(u)
+	}
+	requested := func(name string) string { return requestedAt(t, c.Client, ns, name) }
+	waitRequested := func(name string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for requested(name) == "" {
+			if time.Now().After(deadline) {
+				t.Fatalf("unit %s was not asked to reconcile within 10s of its objects turning ready", name)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	h := handoff.NewHealthChecks(ctx, c)
+	defer h.Stop()
+	follow(h)
+	time.Sleep(3 * time.Second)
+	for _, name := range []string{"apps", "cluster"} {
+		if requested(name) != "" {
+			t.Fatalf("unit %s was asked to reconcile while its objects are not ready", name)
+		}
+	}
+
+	// The Deployment turns available: only its unit is asked.
+	deploy.Status = appsv1.DeploymentStatus{
+		ObservedGeneration: deploy.Generation, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
+		Conditions: []appsv1.DeploymentCondition{
+			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"},
+		},
+	}
+	if err := c.Client.Status().Update(ctx, deploy); err != nil {
+		t.Fatal(err)
+	}
+	jobStart := metav1.Now()
+	job.Status = batchv1.JobStatus{StartTime: &jobStart, Active: 1}
+	if err := c.Client.Status().Update(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if requested("apps") != "" {
+		t.Fatal("unit apps was asked to reconcile while its Job runs")
+	}
+	done := metav1.Now()
+	job.Status = batchv1.JobStatus{
+		StartTime: &jobStart, CompletionTime: &done, Succeeded: 1,
+		Conditions: []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: done},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: done},
+		},
+	}
+	if err := c.Client.Status().Update(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	waitRequested("apps")
+	if requested("cluster") != "" {
+		t.Fatal("unit cluster was asked to reconcile while its Cluster has no initialized control plane")
+	}
+
+	// The control plane is initialized: the unit's own expression says so.
+	cluster.Status.Conditions = []metav1.Condition{{Type: clusterv1.ClusterControlPlaneInitializedCondition, Status: metav1.ConditionTrue, Reason: "Initialized", LastTransitionTime: metav1.Now()}}
+	if err := c.Client.Status().Update(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	waitRequested("cluster")
+
+	// A unit not in a health check (here: ready) is never asked.
+	ready := &kustomizev1.Kustomization{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "apps"}, ready); err != nil {
+		t.Fatal(err)
+	}
+	delete(ready.Annotations, meta.ReconcileRequestAnnotation)
+	if err := c.Client.Update(ctx, ready); err != nil {
+		t.Fatal(err)
+	}
+	ready.Status = status(metav1.ConditionTrue, meta.ReconciliationSucceededReason)
+	if err := c.Client.Status().Update(ctx, ready); err != nil {
+		t.Fatal(err)
+	}
+	follow(h)
+	time.Sleep(2 * time.Second)
+	if requested("apps") != "" {
+		t.Error("a ready unit was asked to reconcile")
+	}
+}
