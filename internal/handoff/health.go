@@ -186,10 +186,10 @@ func (h *HealthChecks) inHealthCheck(ctx context.Context, ks *kustomizev1.Kustom
 }
 
 // worthAsking tells whether interrupting the health check of ks at now makes it pass sooner than
-// Flux's next look: false when that look comes before a new reconciliation would have applied the
-// unit again. The check's start is known to the second; when the cluster's conditions cannot place
-// it (a check started again after an interruption keeps its older transition time), it is worth
-// asking.
+// Flux's next look: false when that look is under way, or comes before a new reconciliation would
+// have applied the unit again. The cluster records the check's start to the second, so each look
+// falls within the second after start + k·5 s. When the conditions cannot place the check (one
+// started again after an interruption keeps its older transition time), it is worth asking.
 func worthAsking(ks *kustomizev1.Kustomization, now time.Time) bool {
 	healthy := apimeta.FindStatusCondition(ks.Status.Conditions, meta.HealthyCondition)
 	reconciling := apimeta.FindStatusCondition(ks.Status.Conditions, meta.ReconcilingCondition)
@@ -201,8 +201,15 @@ func worthAsking(ks *kustomizev1.Kustomization, now time.Time) bool {
 		return true
 	}
 	reapply := min(max(checkStart.Sub(applyStart), minReapply), maxReapply)
-	looks := now.Sub(checkStart)/fluxHealthInterval + 1
-	nextLook := checkStart.Add(looks * fluxHealthInterval)
+	// The first look whose second has not passed yet.
+	k := (now.Sub(checkStart)-time.Second)/fluxHealthInterval + 1
+	if now.Sub(checkStart) < time.Second {
+		k = 0
+	}
+	nextLook := checkStart.Add(k * fluxHealthInterval)
+	if !now.Before(nextLook) {
+		return false
+	}
 	return nextLook.Sub(now) > reapply+500*time.Millisecond
 }
 

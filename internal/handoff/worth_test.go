@@ -29,6 +29,8 @@ func TestWorthAskingWeighsTheNextLookAgainstTheReapply(t *testing.T) {
 		{"quick apply, next look 4s away", base, base, base.Add(6 * time.Second), true},
 		{"quick apply, next look 0.8s away", base, base, base.Add(9200 * time.Millisecond), false},
 		{"3s apply, next look 3s away", base.Add(-3 * time.Second), base, base.Add(7 * time.Second), false},
+		{"Flux looking now (within the second after start + 5s)", base, base, base.Add(5500 * time.Millisecond), false},
+		{"just after the second of a look", base, base, base.Add(6100 * time.Millisecond), true},
 		{"3s apply, next look 4s away", base.Add(-3 * time.Second), base, base.Add(6 * time.Second), true},
 		{"long apply counts as 3s", base.Add(-20 * time.Second), base, base.Add(6 * time.Second), true},
 		{"check older than its reconciliation (restarted after an interruption)", base, base.Add(-time.Second), base.Add(9 * time.Second), true},
