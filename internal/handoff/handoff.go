@@ -1,7 +1,8 @@
-// Package handoff starts a unit the moment its dependencies are ready. Flux re-checks a unit that
-// waits for a dependency every --requeue-dependency (5s in a cluster that stays), so each level of
-// the unit graph would cost half of that on average; whoever watches the units anyway (the CLI,
-// the pivot) asks Flux to reconcile the units it sees unblocked, as `flux reconcile` does.
+// Package handoff starts a unit the moment its dependencies are ready, and ends its health check
+// the moment its objects are (health.go). Flux re-checks a unit that waits for a dependency every
+// --requeue-dependency (5s in a cluster that stays), so each level of the unit graph would cost
+// half of that on average; whoever watches the units anyway (the CLI, the pivot) asks Flux to
+// reconcile the units it sees unblocked, as `flux reconcile` does.
 package handoff
 
 import (
