@@ -126,7 +126,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			return err
 		}},
 		{"bootstrap cluster", func(ctx context.Context) (err error) {
-			bc, err = ensureBootstrapCluster(ctx, s, plan.Settings)
+			bc, err = ensureBootstrapCluster(ctx, s, plan)
 			return err
 		}},
 		{"flux", func(ctx context.Context) error {

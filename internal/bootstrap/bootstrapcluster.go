@@ -14,6 +14,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/readiness"
+	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/values"
 )
 
@@ -26,9 +27,10 @@ type bootstrapCluster struct {
 }
 
 // ensureBootstrapCluster creates (or finds) the kind cluster, installs the CNI and, while the CNI
-// starts, loads this project's image into it; or connects to the existing cluster given with
-// --kubeconfig.
-func ensureBootstrapCluster(ctx context.Context, s *session, v values.Settings) (*bootstrapCluster, error) {
+// starts, loads this project's image into it and starts pulling the images of its Flux and units
+// (prepull); or connects to the existing cluster given with --kubeconfig.
+func ensureBootstrapCluster(ctx context.Context, s *session, plan *render.Result) (*bootstrapCluster, error) {
+	v := plan.Settings
 	env := s.opts.Env.Name
 	if s.opts.Kubeconfig != "" {
 		c, err := kube.Load("bootstrap", s.opts.Kubeconfig, s.opts.Context)
@@ -68,6 +70,11 @@ func ensureBootstrapCluster(ctx context.Context, s *session, v values.Settings) 
 	}
 	s.result.Bootstrap = kind.KubeconfigPath(cfg.Name)
 	s.out.Log("kubeconfig of the bootstrap cluster: %s", s.result.Bootstrap)
+	pulls, err := bootstrapImages(ctx, s, plan, v.ClusterInitImage)
+	if err != nil {
+		return nil, err
+	}
+	prepullBootstrap(ctx, s, kind, cfg.Name, pulls)
 
 	objs, err := bootstrapCNI(ctx, s, v)
 	if err != nil {

@@ -67,6 +67,7 @@ func finish(ctx context.Context, s *session, bc *bootstrapCluster, v values.Sett
 		s.out.Log("keeping the bootstrap cluster (--keep-bootstrap): %s", s.result.Bootstrap)
 		return nil
 	}
+	s.stopBackground()
 	s.out.Log("deleting the bootstrap cluster %s", v.BootstrapCluster.Name)
 	return bc.kind.Delete(v.BootstrapCluster.Name)
 }

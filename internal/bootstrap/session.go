@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fluxcd/pkg/ssa"
@@ -23,6 +24,13 @@ type session struct {
 	renderer *render.Renderer
 	start    time.Time
 	result   *Result
+
+	// bg is the work the command started in the background (pre-pulling images): stopped before
+	// the clusters it works in can go, and at the latest when the command ends.
+	bg struct {
+		sync.Mutex
+		stops []func()
+	}
 }
 
 // newSession starts a command. Without a checkout (RepoRoot empty: a standalone cluster's state
@@ -40,9 +48,34 @@ func newSession(opts Options) (*session, error) {
 }
 
 func (s *session) close() {
+	s.stopBackground()
 	s.out.Close()
 	if s.renderer != nil {
 		_ = s.renderer.Close()
+	}
+}
+
+// background runs f in a goroutine until it returns or stopBackground cancels its context.
+func (s *session) background(ctx context.Context, f func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(ctx)
+	}()
+	s.bg.Lock()
+	defer s.bg.Unlock()
+	s.bg.stops = append(s.bg.stops, func() { cancel(); <-done })
+}
+
+// stopBackground stops what background started and waits for it.
+func (s *session) stopBackground() {
+	s.bg.Lock()
+	stops := s.bg.stops
+	s.bg.stops = nil
+	s.bg.Unlock()
+	for _, stop := range stops {
+		stop()
 	}
 }
 

@@ -348,6 +348,7 @@ func deleteTemporaryCluster(s *session, kind *kindcluster.Manager, st *standalon
 	if err != nil || !exists {
 		return err
 	}
+	s.stopBackground()
 	s.out.Log("deleting the temporary management cluster %s", name)
 	if err := kind.Delete(name); err != nil {
 		return fmt.Errorf("delete the temporary management cluster %s: %w", name, err)

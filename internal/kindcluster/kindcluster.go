@@ -5,6 +5,7 @@
 package kindcluster
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/kind/pkg/cluster"
+	"sigs.k8s.io/kind/pkg/cluster/nodes"
 	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
 	kindlog "sigs.k8s.io/kind/pkg/log"
 
@@ -336,4 +338,36 @@ func (m *Manager) LoadImage(ctx context.Context, name, image string) (bool, erro
 		}
 	}
 	return true, nil
+}
+
+// Nodes lists the nodes of the kind cluster of that name.
+func (m *Manager) Nodes(name string) ([]nodes.Node, error) {
+	list, err := m.provider.ListInternalNodes(name)
+	if err != nil {
+		return nil, fmt.Errorf("nodes of cluster %s: %w", name, err)
+	}
+	return list, nil
+}
+
+// PullImage has node pull image through its container runtime, and so through the registry
+// mirrors it is configured with, as the kubelet would for a pod that needs it.
+func PullImage(ctx context.Context, node nodes.Node, image string) error {
+	var out bytes.Buffer
+	cmd := node.CommandContext(ctx, "crictl", "pull", image)
+	cmd.SetStdout(&out)
+	cmd.SetStderr(&out)
+	if err := cmd.Run(); err != nil {
+		// kind's error names the whole command; crictl's last line says why.
+		if why := lastLine(out.String()); why != "" {
+			return fmt.Errorf("pull %s into node %s: %s", image, node.String(), why)
+		}
+		return fmt.Errorf("pull %s into node %s: %w", image, node.String(), err)
+	}
+	return nil
+}
+
+// lastLine is the last line of a command's output: crictl says why it failed last.
+func lastLine(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return lines[len(lines)-1]
 }

@@ -272,4 +272,4 @@ func (p *pivot) verify(ctx context.Context, st *State) error {
 
 // waitInterval is how often the waits of the steps look: each wait is on the critical path of the
 // bootstrap, and a look is a few reads.
-const waitInterval = 2 * time.Second
+const waitInterval = time.Second
