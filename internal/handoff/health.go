@@ -12,6 +12,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/kube"
@@ -36,10 +37,16 @@ const healthSettle = 2 * time.Second
 // fluxHealthInterval is kustomize-controller's fixed interval between two looks of a health check.
 const fluxHealthInterval = 5 * time.Second
 
+// lookSpan is when a look of Flux's may be under way after start + k·fluxHealthInterval: the start
+// is known to the second, and a look at many objects on a busy cluster took up to half a second.
+const lookSpan = 1500 * time.Millisecond
+
 // The reconciliation a request starts applies the unit again (a server-side dry run of every
 // object, heavy for large CRDs) before its check: worth it only if Flux's own next look is further
 // away than that. Its cost is taken from the apply of the reconciliation being checked, within
-// these bounds.
+// these bounds. A unit at the upper bound (large CRDs: capi, cabpk) is left to Flux: its next look
+// is never further than fluxHealthInterval − lookSpan, and on a busy management cluster its
+// re-apply was seen to take 7 s.
 const (
 	minReapply = 500 * time.Millisecond
 	maxReapply = 3 * time.Second
@@ -187,23 +194,27 @@ func (h *HealthChecks) inHealthCheck(ctx context.Context, ks *kustomizev1.Kustom
 
 // worthAsking tells whether interrupting the health check of ks at now makes it pass sooner than
 // Flux's next look: false when that look is under way, or comes before a new reconciliation would
-// have applied the unit again. The cluster records the check's start to the second, so each look
-// falls within the second after start + k·5 s. When the conditions cannot place the check (one
-// started again after an interruption keeps its older transition time), it is worth asking.
+// have applied the unit again. The cluster records the check's start to the second, and a look at
+// many objects on a busy cluster takes up to half a second, so each look falls within lookSpan
+// after start + k·5 s (a request in the middle of a look that passes costs a whole re-apply). When
+// the conditions cannot place the check (one started again after an interruption keeps its older
+// transition time), it is worth asking.
 func worthAsking(ks *kustomizev1.Kustomization, now time.Time) bool {
 	healthy := apimeta.FindStatusCondition(ks.Status.Conditions, meta.HealthyCondition)
-	reconciling := apimeta.FindStatusCondition(ks.Status.Conditions, meta.ReconcilingCondition)
-	if healthy == nil || reconciling == nil {
+	// Ready turns Unknown when the reconciliation starts applying and stays so through the
+	// check; Reconciling may turn again when the check starts, which would hide the apply's cost.
+	ready := apimeta.FindStatusCondition(ks.Status.Conditions, meta.ReadyCondition)
+	if healthy == nil || ready == nil || ready.Status != metav1.ConditionUnknown {
 		return true
 	}
-	checkStart, applyStart := healthy.LastTransitionTime.Time, reconciling.LastTransitionTime.Time
+	checkStart, applyStart := healthy.LastTransitionTime.Time, ready.LastTransitionTime.Time
 	if checkStart.Before(applyStart) || now.Sub(checkStart) > time.Minute {
 		return true
 	}
 	reapply := min(max(checkStart.Sub(applyStart), minReapply), maxReapply)
-	// The first look whose second has not passed yet.
-	k := (now.Sub(checkStart)-time.Second)/fluxHealthInterval + 1
-	if now.Sub(checkStart) < time.Second {
+	// The first look whose span has not passed yet.
+	k := (now.Sub(checkStart)-lookSpan)/fluxHealthInterval + 1
+	if now.Sub(checkStart) < lookSpan {
 		k = 0
 	}
 	nextLook := checkStart.Add(k * fluxHealthInterval)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -23,15 +24,25 @@ import (
 	"cluster-init.dev/cluster-init/internal/kube"
 )
 
+// healthCheckMessage begins what kustomize-controller says in the Reconciling condition while it
+// waits in a health check ("Running health checks for revision R with a timeout of T").
+const healthCheckMessage = "Running health checks for revision "
+
 // InHealthCheck tells whether Flux is waiting in the health check of ks, and since when the
 // cluster says it is (the time is second-grained and, after an interrupted check, older than the
-// check running now).
+// check running now). After an interrupted check the Healthy condition stays as the check left it
+// while the next reconciliation applies the unit again: only the Reconciling condition's message
+// tells that apply from the check that follows it.
 func InHealthCheck(ks *kustomizev1.Kustomization) (bool, time.Time) {
 	if ks == nil || ks.Spec.Suspend {
 		return false, time.Time{}
 	}
 	h := apimeta.FindStatusCondition(ks.Status.Conditions, meta.HealthyCondition)
 	if h == nil || h.Status != metav1.ConditionUnknown || h.Reason != meta.ProgressingReason {
+		return false, time.Time{}
+	}
+	r := apimeta.FindStatusCondition(ks.Status.Conditions, meta.ReconcilingCondition)
+	if r == nil || r.Status != metav1.ConditionTrue || !strings.HasPrefix(r.Message, healthCheckMessage) {
 		return false, time.Time{}
 	}
 	return true, h.LastTransitionTime.Time

@@ -71,3 +71,26 @@ func TestUnitsDone(t *testing.T) {
 		t.Error("no graph is done")
 	}
 }
+
+// A unit is in its health check only while kustomize-controller says it runs one: after an
+// interrupted check, the Healthy condition it left behind stays while the unit is applied again,
+// and a hand-off asked then would interrupt the next check before its first look.
+func TestInHealthCheck(t *testing.T) {
+	msg := func(c metav1.Condition, m string) metav1.Condition { c.Message = m; return c }
+	healthy := msg(cond("Healthy", "Unknown", "Progressing"), "Running health checks for revision main@sha1:0 with a timeout of 5m0s")
+	for _, c := range []struct {
+		name string
+		ks   *kustomizev1.Kustomization
+		want bool
+	}{
+		{"checking", kustomization(1, 1, false, msg(cond("Reconciling", "True", "Progressing"), healthy.Message), healthy), true},
+		{"applying again after an interrupted check", kustomization(1, 1, false, msg(cond("Reconciling", "True", "Progressing"), "Reconciliation in progress"), healthy), false},
+		{"applying, never checked", kustomization(1, 1, false, msg(cond("Reconciling", "True", "Progressing"), "Reconciliation in progress")), false},
+		{"passed", kustomization(1, 1, false, cond("Healthy", "True", "Succeeded")), false},
+		{"suspended while checking", kustomization(1, 1, true, msg(cond("Reconciling", "True", "Progressing"), healthy.Message), healthy), false},
+	} {
+		if got, _ := readiness.InHealthCheck(c.ks); got != c.want {
+			t.Errorf("%s: in health check %t, want %t", c.name, got, c.want)
+		}
+	}
+}
