@@ -35,6 +35,12 @@ type Document struct {
 // Render loads the chart in dir and renders it with values, as an install of rel would.
 // Values are validated against the chart's values.schema.json by Helm itself.
 func Render(ctx context.Context, dir string, rel Release, values map[string]any) ([]Document, error) {
+	return render(ctx, dir, rel, values, false)
+}
+
+// render is Render; skipSchema renders as a HelmRelease with disableSchemaValidation would, which
+// the tests use to show that the templates alone never turn a value into structure.
+func render(ctx context.Context, dir string, rel Release, values map[string]any, skipSchema bool) ([]Document, error) {
 	chrt, err := loader.Load(dir)
 	if err != nil {
 		return nil, fmt.Errorf("load chart %s: %w", dir, err)
@@ -46,6 +52,7 @@ func Render(ctx context.Context, dir string, rel Release, values map[string]any)
 	install.Namespace = rel.Namespace
 	install.Replace = true
 	install.IncludeCRDs = true
+	install.SkipSchemaValidation = skipSchema
 	if rel.KubeVersion != "" {
 		kv, err := common.ParseKubeVersion(rel.KubeVersion)
 		if err != nil {

@@ -72,7 +72,8 @@ func (r *repository) write(t *testing.T, rel, content string) {
 
 // newRepository copies the checkout into a new working copy whose environment reads its values
 // and (encrypted) secrets from the git server, and pushes it as branch main.
-func newRepository(t *testing.T) *repository {
+// prepare, if given, changes the working copy before it is pushed (the platform's values).
+func newRepository(t *testing.T, prepare ...func(r *repository)) *repository {
 	t.Helper()
 	gitServer(t, "start")
 	url := gitServer(t, "url")
@@ -113,17 +114,20 @@ func newRepository(t *testing.T) *repository {
 	if data, _ := os.ReadFile(filepath.Join(r.dir, "environment-values", env, "secrets.yaml")); strings.Contains(string(data), strings.TrimSpace(string(token))) {
 		t.Fatal("the token is in the committed secrets file")
 	}
+	for _, p := range prepare {
+		p(r)
+	}
 	r.replace(t, "the checkout, reading its environment from git")
 	return r
 }
 
 // bootstrapFromGit bootstraps the environment from a new repository of the git server, from a
 // clean state, and cleans up after the test.
-func bootstrapFromGit(t *testing.T, ctx context.Context) (*repository, *run) {
+func bootstrapFromGit(t *testing.T, ctx context.Context, prepare ...func(r *repository)) (*repository, *run) {
 	t.Helper()
 	cleanup(t, env)
 	t.Cleanup(func() { cleanup(t, env) })
-	r := newRepository(t)
+	r := newRepository(t, prepare...)
 	run := bootstrap(t, ctx, nil, env, "--repo", r.dir, "--age-key-file", r.key, "--values", testbedVs, "--output", "plain")
 	run.report(t, "bootstrap "+env+" --source git")
 	if run.err != nil {
@@ -204,12 +208,14 @@ func TestGitOps(t *testing.T) {
 		t.Errorf("the control plane of wl1 was replaced: %s -> %s", cp, now)
 	}
 
-	// 4. The tenant: its clusters, nothing else.
+	// 4. The tenant: HelmReleases of its namespace, nothing else; its clusters are built as the
+	// namespace's builder account.
 	for _, q := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"create", "clusters.cluster.x-k8s.io", "-n", "workload-clusters"}, "yes"},
+		{[]string{"create", "helmreleases.helm.toolkit.fluxcd.io", "-n", "workload-clusters"}, "yes"},
+		{[]string{"create", "clusters.cluster.x-k8s.io", "-n", "workload-clusters"}, "no"},
 		{[]string{"get", "secrets", "-n", "workload-clusters"}, "no"},
 		{[]string{"get", "secrets", "-n", "cluster-init"}, "no"},
 		{[]string{"create", "pods", "-n", "capd-system"}, "no"},

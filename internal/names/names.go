@@ -52,6 +52,12 @@ const (
 	// TenantPlatformConfigMap holds, in a tenant's namespace, the values its workload clusters
 	// share with the management cluster.
 	TenantPlatformConfigMap = "workload-cluster-platform"
+	// TenantParamsConfigMap holds, in a tenant's namespace, its parameters of the admission
+	// policies (limits, name prefix, versions); TenantAccount is the ServiceAccount its directory
+	// is applied as, TenantBuilder the one its clusters are built as.
+	TenantParamsConfigMap = "cluster-init-tenant"
+	TenantAccount         = "tenant"
+	TenantBuilder         = "cluster-builder"
 
 	PartOfLabel = "app.kubernetes.io/part-of"
 	PartOf      = "cluster-init"

@@ -47,7 +47,13 @@ func TestTheComponentsNameTheSameObjects(t *testing.T) {
 	if !strings.Contains(read("charts/workload-clusters/templates/_helpers.tpl"), `define "workload-clusters.platformConfigMap" -}}`+names.TenantPlatformConfigMap+"{{") {
 		t.Error("the tenants' platform ConfigMap is named otherwise")
 	}
-	if !strings.Contains(read("charts/cluster-init/templates/release.yaml"), "name: {{ .Release.Name }}-units") ||
+	helpers := read("charts/workload-clusters/templates/_helpers.tpl")
+	if !strings.Contains(helpers, `define "workload-clusters.paramsConfigMap" -}}`+names.TenantParamsConfigMap+"{{") ||
+		!strings.Contains(helpers, `define "workload-clusters.builder" -}}`+names.TenantBuilder+"{{") ||
+		!strings.Contains(tenants, "name: "+names.TenantAccount+"\n") {
+		t.Error("the tenants' parameters or accounts are named otherwise")
+	}
+	if !strings.Contains(read("charts/cluster-init/templates/release.yaml"), `name: {{ printf "%s-units" .Release.Name | quote }}`) ||
 		names.UnitsConfigMapOf(names.Release) != names.UnitsConfigMap {
 		t.Error("the unit graph's ConfigMap is named otherwise")
 	}

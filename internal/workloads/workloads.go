@@ -17,7 +17,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/google/cel-go/cel"
 	yamlv3 "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -29,9 +28,6 @@ import (
 	"cluster-init.dev/cluster-init/internal/values"
 )
 
-// PolicyName is the admission policy of the tenants' HelmReleases (charts/workload-clusters).
-const PolicyName = "cluster-init-workload-clusters"
-
 // Tenant is a namespace of workload clusters and the Kustomization that applies its directory.
 type Tenant struct {
 	Namespace     string
@@ -39,6 +35,8 @@ type Tenant struct {
 	Kustomization *unstructured.Unstructured
 	// Platform is what its clusters share with the management cluster (a valuesFrom layer).
 	Platform values.Layer
+	// Params are its parameters of the admission policy (ConfigMap ParamsConfigMap).
+	Params *unstructured.Unstructured
 }
 
 // Cluster is one workload cluster committed to a tenant's directory.
@@ -57,9 +55,7 @@ type Cluster struct {
 type Plan struct {
 	Tenants  []*Tenant
 	Clusters []*Cluster
-	policy   []*cel.Ast
-	messages []string
-	env      *cel.Env
+	policy   *policy
 }
 
 // Read finds the tenants in a render of the management cluster (its workload-clusters unit) and
@@ -67,6 +63,7 @@ type Plan struct {
 func Read(ctx context.Context, repoRoot string, management *render.Result) (*Plan, error) {
 	p := &Plan{}
 	var policy *unstructured.Unstructured
+	var err error
 	for _, o := range management.Objects {
 		obj := o.Object
 		switch {
@@ -82,6 +79,9 @@ func Read(ctx context.Context, repoRoot string, management *render.Result) (*Pla
 	}
 	for _, t := range p.Tenants {
 		for _, o := range management.Objects {
+			if o.Object.GetKind() == "ConfigMap" && o.Object.GetNamespace() == t.Namespace && o.Object.GetName() == names.TenantParamsConfigMap {
+				t.Params = o.Object
+			}
 			if o.Object.GetKind() == "ConfigMap" && o.Object.GetNamespace() == t.Namespace && o.Object.GetName() == names.TenantPlatformConfigMap {
 				data, _, _ := unstructured.NestedString(o.Object.Object, "data", names.ValuesKey)
 				l, err := values.ParseLayer(fmt.Sprintf("(values the workload clusters of %s share: ConfigMap %s/%s)", t.Namespace, t.Namespace, names.TenantPlatformConfigMap), []byte(data), false)
@@ -92,30 +92,19 @@ func Read(ctx context.Context, repoRoot string, management *render.Result) (*Pla
 			}
 		}
 	}
-	if err := p.compilePolicy(policy); err != nil {
+	if p.policy, err = compilePolicy(policy); err != nil {
 		return nil, err
 	}
 
-	// The tenants' directories, as kustomize-controller builds them from the repository.
-	snap, err := os.MkdirTemp("", "cluster-init-clusters-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(snap)
-	if err := source.CopyTree(filepath.Join(repoRoot, "clusters"), filepath.Join(snap, "clusters")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("the workload clusters of the checkout: %w", err)
-	}
-	b, err := kustomize.NewBuilder(snap)
-	if err != nil {
-		return nil, err
-	}
+	// The tenants' directories, as kustomize-controller builds them: each from an artifact that
+	// holds its directory alone (the tenant's source ignores the rest of the repository).
 	var problems []string
 	for _, t := range p.Tenants {
 		dir := filepath.Join(repoRoot, filepath.Clean(t.Path))
 		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 			continue // no workload cluster committed yet
 		}
-		built, err := b.Build(ctx, t.Kustomization)
+		built, err := buildAlone(ctx, repoRoot, t)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", strings.TrimPrefix(t.Path, "./"), err))
 			continue
@@ -143,6 +132,24 @@ func Read(ctx context.Context, repoRoot string, management *render.Result) (*Pla
 		return p, errors.New(strings.Join(problems, "\n"))
 	}
 	return p, nil
+}
+
+// buildAlone builds a tenant's Kustomization from a copy of its directory alone.
+func buildAlone(ctx context.Context, repoRoot string, t *Tenant) ([]*unstructured.Unstructured, error) {
+	snap, err := os.MkdirTemp("", "cluster-init-tenant-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(snap)
+	rel := filepath.Clean(t.Path)
+	if err := source.CopyTree(filepath.Join(repoRoot, rel), filepath.Join(snap, rel)); err != nil {
+		return nil, fmt.Errorf("the workload clusters of the checkout: %w", err)
+	}
+	b, err := kustomize.NewBuilder(snap)
+	if err != nil {
+		return nil, err
+	}
+	return b.Build(ctx, t.Kustomization)
 }
 
 type releaseFile struct {
@@ -216,48 +223,41 @@ func child(n *yamlv3.Node, path ...string) *yamlv3.Node {
 	return n
 }
 
-// compilePolicy compiles the validations of the admission policy.
-func (p *Plan) compilePolicy(policy *unstructured.Unstructured) error {
-	if policy == nil {
-		return errors.New("the workload-clusters unit renders no admission policy " + PolicyName)
-	}
-	env, err := cel.NewEnv(cel.Variable("object", cel.DynType))
+// Admit evaluates the admission policy on a cluster's HelmRelease as the API server will when the
+// tenant's Kustomization applies it, with the tenant's parameters.
+func (p *Plan) Admit(c *Cluster) error {
+	user := "system:serviceaccount:" + c.Tenant.Namespace + ":" + names.TenantAccount
+	refused, err := p.policy.admit(c.Release, c.Tenant.Namespace, user, c.Tenant.Params)
 	if err != nil {
 		return err
 	}
-	p.env = env
-	validations, _, _ := unstructured.NestedSlice(policy.Object, "spec", "validations")
-	for _, v := range validations {
-		m, _ := v.(map[string]any)
-		expr, _ := m["expression"].(string)
-		msg, _ := m["message"].(string)
-		ast, iss := env.Compile(expr)
-		if iss.Err() != nil {
-			return fmt.Errorf("admission policy %s: %q: %w", PolicyName, expr, iss.Err())
-		}
-		p.policy = append(p.policy, ast)
-		p.messages = append(p.messages, msg)
+	if len(refused) == 0 {
+		return nil
 	}
-	return nil
+	// A refused value is shown where the file sets it (file:line: key: ...); the rest of the
+	// HelmRelease is the platform's, named by its field.
+	var lines []string
+	for _, m := range refused {
+		if key, rest, ok := strings.Cut(m, ": "); ok && strings.HasPrefix(key, "spec.values.") {
+			path := strings.Split(strings.TrimPrefix(key, "spec.values."), ".")
+			if line, ok := lineOf(c.Values, path); ok {
+				lines = append(lines, fmt.Sprintf("%s:%d: %s: %s (admission policy %s)", c.File, line, strings.Join(path, "."), rest, PolicyName))
+				continue
+			}
+		}
+		lines = append(lines, fmt.Sprintf("%s: HelmRelease %s is %s", c.File, c.Name, refusal(PolicyName, []string{m})))
+	}
+	return errors.New(strings.Join(lines, "\n"))
 }
 
-// Admit evaluates the admission policy on a cluster's HelmRelease, as the API server will.
-func (p *Plan) Admit(c *Cluster) error {
-	var refused []string
-	for i, ast := range p.policy {
-		prg, err := p.env.Program(ast)
-		if err != nil {
-			return err
-		}
-		out, _, err := prg.Eval(map[string]any{"object": c.Release.Object})
-		if err != nil || out.Value() != true {
-			refused = append(refused, p.messages[i])
+// lineOf is the line of the value at path in l, or of its closest parent the file sets.
+func lineOf(l values.Layer, path []string) (int, bool) {
+	for n := len(path); n > 0; n-- {
+		if line, ok := l.Has(path[:n]); ok {
+			return line, true
 		}
 	}
-	if len(refused) > 0 {
-		return fmt.Errorf("%s: HelmRelease %s is refused by the admission policy %s: %s", c.File, c.Name, PolicyName, strings.Join(refused, "; "))
-	}
-	return nil
+	return 0, false
 }
 
 // Render renders a cluster's release as helm-controller will: the chart in the workload context,

@@ -1,20 +1,13 @@
 package workloads_test
 
 import (
-	"context"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"cluster-init.dev/cluster-init/internal/apply"
 	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/source"
@@ -27,9 +20,9 @@ import (
 var gitSource = map[string]any{"type": "git", "url": "http://git.test/cluster-init.git", "ref": map[string]any{"branch": "main"},
 	"secret_ref": "cluster-init-git-auth", "environment": "environment-values/kubeadm-capd"}
 
-// plan renders the management cluster of kubeadm-capd after the pivot, from git, and reads the
-// workload clusters of a repository holding the directories of testdata/.
-func plan(t *testing.T, dirs ...string) (*workloads.Plan, *render.Renderer, string) {
+// management renders the management cluster of kubeadm-capd after the pivot, from git, with
+// the platform's values overrides.
+func management(t *testing.T, overrides ...values.Layer) (*render.Result, *render.Renderer) {
 	t.Helper()
 	root := testenv.Checkout(t)
 	r, err := render.New(root, "", "")
@@ -39,10 +32,18 @@ func plan(t *testing.T, dirs ...string) (*workloads.Plan, *render.Renderer, stri
 	t.Cleanup(func() { r.Close() })
 	// After the pivot: self_managed, from the pivot's state.
 	mgmt, err := r.Render(t.Context(), render.Options{Env: testenv.Environment(t, root, "kubeadm-capd"), Context: render.ContextManagement,
-		State: []values.Layer{managementstate.State{SelfManaged: true}.Layer()}, Source: gitSource})
+		Overrides: overrides, State: []values.Layer{managementstate.State{SelfManaged: true}.Layer()}, Source: gitSource})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return mgmt, r
+}
+
+// plan renders the management cluster of kubeadm-capd after the pivot, from git, and reads the
+// workload clusters of a repository holding the directories of testdata/.
+func plan(t *testing.T, dirs ...string) (*workloads.Plan, *render.Renderer, string) {
+	t.Helper()
+	mgmt, r := management(t)
 	repo := t.TempDir()
 	for _, d := range dirs {
 		rel := filepath.Join("clusters/management/workload-clusters", d)
@@ -145,7 +146,7 @@ func TestThePolicyRefusesMoreThanAClusterDefinition(t *testing.T) {
 	if err == nil {
 		t.Fatal("admitted")
 	}
-	for _, want := range []string{"clusters/management/workload-clusters/too-much/cluster.yaml", "sets none of serviceAccountName", "spec.values holds cluster only"} {
+	for _, want := range []string{"clusters/management/workload-clusters/too-much/cluster.yaml", "cluster.yaml:13: units: a workload cluster sets spec.values.cluster only", "cluster.yaml:11: cluster.capd: not a value of a workload cluster"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal lacks %q: %v", want, err)
 		}
@@ -159,89 +160,34 @@ func TestNoDirectoryNoCluster(t *testing.T) {
 	}
 }
 
-// On a real API server, with what the workload-clusters unit installs: the tenant's account may
-// create Clusters and HelmReleases in its namespace and nothing else, and the admission policy
-// refuses a HelmRelease that is more than a cluster definition.
-func TestATenantCanDefineClustersOnly(t *testing.T) {
-	p, r, _ := plan(t, "wl1", "too-much")
-	root := testenv.Checkout(t)
-	mgmt, err := r.Render(t.Context(), render.Options{Env: testenv.Environment(t, root, "kubeadm-capd"), Context: render.ContextManagement,
-		State: []values.Layer{managementstate.State{SelfManaged: true}.Layer()}, Source: gitSource, Units: []string{"workload-clusters"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var objs []*unstructured.Unstructured
-	for _, o := range mgmt.Objects {
-		if o.Unit == "workload-clusters" && o.Object.GetKind() != "HelmRelease" && o.Object.GetKind() != "Kustomization" {
-			objs = append(objs, o.Object)
+// A tenant's kustomization.yaml reaches nothing outside its directory: its source holds that
+// directory alone, and so does the build here.
+func TestATenantsKustomizationStaysInItsDirectory(t *testing.T) {
+	mgmt, _ := management(t)
+	repo := t.TempDir()
+	for _, d := range []string{"clusters/management/workload-clusters/escape", "clusters/management/team-b/b-one"} {
+		src := filepath.Join("testdata", d)
+		if strings.Contains(d, "team-b") {
+			src = filepath.Join("testdata", "clusters/management/workload-clusters/wl1")
 		}
-	}
-	c := testenv.Start(t, "management")
-	if _, err := apply.New(c).Apply(t.Context(), objs); err != nil {
-		t.Fatal(err)
-	}
-	sa := "system:serviceaccount:workload-clusters:tenant"
-	for _, q := range []struct {
-		verb, group, resource, ns string
-		allowed                   bool
-	}{
-		{"create", "cluster.x-k8s.io", "clusters", "workload-clusters", true},
-		{"create", "helm.toolkit.fluxcd.io", "helmreleases", "workload-clusters", true},
-		{"get", "", "secrets", "workload-clusters", false},
-		{"list", "", "secrets", "workload-clusters", false},
-		{"create", "cluster.x-k8s.io", "clusters", "cluster-init", false},
-		{"get", "", "secrets", "cluster-init", false},
-		{"create", "", "pods", "capd-system", false},
-		{"get", "apps", "deployments", "capi-system", false},
-		{"create", "kustomize.toolkit.fluxcd.io", "kustomizations", "workload-clusters", false},
-		{"create", "rbac.authorization.k8s.io", "rolebindings", "workload-clusters", false},
-	} {
-		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: sa,
-			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:workload-clusters"},
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: q.verb, Group: q.group, Resource: q.resource, Namespace: q.ns}}}
-		if err := c.Client.Create(t.Context(), review); err != nil {
+		if err := source.CopyTree(src, filepath.Join(repo, d)); err != nil {
 			t.Fatal(err)
 		}
-		if review.Status.Allowed != q.allowed {
-			t.Errorf("can the tenant %s %s.%s in %s: %t, want %t", q.verb, q.resource, q.group, q.ns, review.Status.Allowed, q.allowed)
+	}
+	_, err := workloads.Read(t.Context(), repo, mgmt)
+	t.Logf("refused: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "clusters/management/workload-clusters: ") || strings.Contains(err.Error(), "not found in a file") {
+		t.Fatalf("a kustomization reaching ../../team-b: %v", err)
+	}
+	// The tenant's source ignores everything but its directory.
+	for _, o := range mgmt.Objects {
+		if o.Object.GetKind() == "GitRepository" && o.Object.GetName() == "tenant-workload-clusters" {
+			ignore, _, _ := unstructured.NestedString(o.Object.Object, "spec", "ignore")
+			if want := "/*\n!/clusters/\n/clusters/*\n!/clusters/management/\n/clusters/management/*\n!/clusters/management/workload-clusters/"; ignore != want {
+				t.Errorf("ignore %q, want %q", ignore, want)
+			}
+			return
 		}
 	}
-
-	// The admission policy, on the API server itself, for what the tenant applies (its
-	// Kustomization impersonates its account); the platform's own releases are not the tenant's.
-	cfg := rest.CopyConfig(c.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: sa}
-	tenant, err := client.New(cfg, client.Options{Scheme: c.Client.Scheme(), Mapper: c.Mapper})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, cl := range p.Clusters {
-		hr := cl.Release.DeepCopy()
-		hr.SetNamespace("workload-clusters")
-		var err error
-		// The API server takes up a new policy within seconds: until it refuses what it must.
-		_ = wait.PollUntilContextTimeout(t.Context(), time.Second, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			err = tenant.Create(ctx, hr.DeepCopy())
-			if err == nil && cl.Name == "too-much" {
-				_ = c.Client.Delete(ctx, hr.DeepCopy())
-				return false, nil
-			}
-			return true, nil
-		})
-		switch cl.Name {
-		case "wl1":
-			if err != nil {
-				t.Errorf("wl1 refused: %v", err)
-			}
-		case "too-much":
-			if err == nil || !strings.Contains(err.Error(), "sets none of serviceAccountName") {
-				t.Errorf("too-much: %v", err)
-			}
-			// The platform's own releases (a cluster's units) are not held to the tenant's rules.
-			hr.SetName("platform-made")
-			if err := c.Client.Create(t.Context(), hr); err != nil {
-				t.Errorf("a release the platform makes in the tenant's namespace: %v", err)
-			}
-		}
-	}
+	t.Error("no source of the tenant's directory")
 }

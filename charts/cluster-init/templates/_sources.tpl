@@ -25,8 +25,8 @@ HelmRelease unit uses, and the extra repositories. Input: (list $root $graph).
 apiVersion: source.toolkit.fluxcd.io/v1
 kind: OCIRepository
 metadata:
-  name: {{ $sourceName }}
-  namespace: {{ $ns }}
+  name: {{ $sourceName | quote }}
+  namespace: {{ $ns | quote }}
   labels:
     {{- include "cluster-init.labels" $root | nindent 4 }}
 spec:
@@ -40,8 +40,8 @@ spec:
 apiVersion: source.toolkit.fluxcd.io/v1
 kind: {{ include "cluster-init.sourceKind" (list $src (printf "repositories.%s" $name)) }}
 metadata:
-  name: {{ $name }}
-  namespace: {{ $ns }}
+  name: {{ $name | quote }}
+  namespace: {{ $ns | quote }}
   labels:
     {{- include "cluster-init.labels" $root | nindent 4 }}
 spec:

@@ -40,11 +40,11 @@ cluster-init.unit: the Kustomization of one enabled unit. Input: (list $root $na
 apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
 metadata:
-  name: {{ $g.object }}
-  namespace: {{ $root.Release.Namespace }}
+  name: {{ $g.object | quote }}
+  namespace: {{ $root.Release.Namespace | quote }}
   labels:
     {{- include "cluster-init.labels" $root | nindent 4 }}
-    cluster-init.dev/unit: {{ $name }}
+    cluster-init.dev/unit: {{ $name | quote }}
   annotations:
     cluster-init.dev/description: {{ $g.description | quote }}
 spec:
@@ -98,6 +98,10 @@ Input: (list $root $name $graphUnit). Output: JSON.
          waiting to reach it would keep the unit from ever being deleted. */ -}}
     {{- $_ := set $spec "deletionPolicy" "Orphan" -}}
   {{- end -}}
+{{- else if $root.Values.service_account -}}
+  {{- /* Applied as that account (a workload cluster's: confined to its tenant's namespace). A unit
+       reaching another cluster acts there as its kubeconfig's user. */ -}}
+  {{- $_ := set $spec "serviceAccountName" $root.Values.service_account -}}
 {{- end -}}
 {{- toJson $spec -}}
 {{- end -}}
@@ -137,6 +141,9 @@ $graphUnit). Output: JSON {path, targetNamespace, patches, healthCheck}.
     {{- fail (printf "units.%s.helm_values_from: credentials are secret and reach a chart only through valuesFrom a Secret" $name) -}}
   {{- end -}}
   {{- if hasKey $root.Values $key -}}{{- $_ := set $values $key (index $root.Values $key) -}}{{- end -}}
+{{- end -}}
+{{- if $root.Values.service_account -}}
+  {{- $_ := set $hr "serviceAccountName" $root.Values.service_account -}}
 {{- end -}}
 {{- $hr = mergeOverwrite $hr (omit $hrs "chart" "values") -}}
 {{- $_ := set $hr "values" (mergeOverwrite $values ($hrs.values | default dict)) -}}

@@ -10,7 +10,7 @@ Input: (list $root $tenant).
 
 {{- define "workload-clusters.labels" -}}
 app.kubernetes.io/part-of: cluster-init
-app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
 {{- end -}}
 
 {{/*
@@ -18,3 +18,111 @@ workload-clusters.platformConfigMap: the ConfigMap of the values every workload 
 shares with the management cluster (a valuesFrom layer of their HelmReleases).
 */}}
 {{- define "workload-clusters.platformConfigMap" -}}workload-cluster-platform{{- end -}}
+
+{{/*
+workload-clusters.paramsConfigMap: the ConfigMap of a tenant's rules (its limits, the names and
+versions it may use), the parameters of the admission policies in its namespace. The tenant's
+accounts cannot read or change it.
+*/}}
+{{- define "workload-clusters.paramsConfigMap" -}}cluster-init-tenant{{- end -}}
+
+{{/*
+workload-clusters.builder: the ServiceAccount, in a tenant's namespace, that helm-controller and
+kustomize-controller impersonate to build the tenant's clusters from its values: whatever a value
+makes of a template, it cannot write outside the namespace.
+*/}}
+{{- define "workload-clusters.builder" -}}cluster-builder{{- end -}}
+
+{{/*
+workload-clusters.tenant: a tenant's settings, defaults applied and checked.
+Input: (list $root $namespace $tenant). Output: JSON {path, name_prefix, limits, readers}.
+*/}}
+{{- define "workload-clusters.tenant" -}}
+{{- $root := index . 0 -}}
+{{- $ns := index . 1 -}}
+{{- $t := index . 2 | default dict -}}
+{{- $key := printf "workload_clusters.tenants.%s" $ns -}}
+{{- $limits := mergeOverwrite (deepCopy $root.Values.workload_clusters.default_limits) ($t.limits | default dict) -}}
+{{- range $k, $v := $limits -}}
+  {{- if not (regexMatch "^[0-9]+$" (toString $v)) -}}
+    {{- fail (printf "%s.limits.%s: expected a whole number of at least 0, got %v" $key $k $v) -}}
+  {{- end -}}
+{{- end -}}
+{{- dict "path" (include "workload-clusters.path" (list $root $t)) "name_prefix" ($t.name_prefix | default "") "limits" $limits "readers" ($t.readers | default "") | toJson -}}
+{{- end -}}
+
+{{/*
+workload-clusters.releaseSpec: what the platform sets in every workload cluster's HelmRelease
+(the tenant writes only its name and spec.values.cluster). The one definition of it: the tenants'
+Kustomizations patch it in, and the admission policy refuses a HelmRelease whose spec is anything
+else (workload-clusters.celExactly renders the check from the same object).
+Input: $root. Output: JSON.
+*/}}
+{{- define "workload-clusters.releaseSpec" -}}
+{{- $retry := dict "name" "RetryOnFailure" "retryInterval" "1m" -}}
+{{- dict
+      "interval" "10m"
+      "serviceAccountName" (include "workload-clusters.builder" .)
+      "chart" (dict "spec" (dict
+        "chart" "./charts/cluster-init"
+        "version" "*"
+        "reconcileStrategy" "Revision"
+        "sourceRef" (dict "kind" "GitRepository" "name" "cluster-init" "namespace" .Release.Namespace)
+        "valuesFiles" (list "./charts/cluster-init/values.yaml" "./charts/cluster-init/workload-cluster.values.yaml")))
+      "install" (dict "disableWait" true "strategy" $retry)
+      "upgrade" (dict "disableWait" true "strategy" $retry)
+      "valuesFrom" (list (dict "kind" "ConfigMap" "name" (include "workload-clusters.platformConfigMap" .) "valuesKey" "values.yaml"))
+    | toJson -}}
+{{- end -}}
+
+{{/*
+workload-clusters.celExactly: a CEL expression that holds when the field at $path is $value and
+nothing more: every map has exactly these keys, every list these items, every scalar this value.
+Input: (list $path $value). $path is a CEL expression (object.spec.chart).
+*/}}
+{{- define "workload-clusters.celExactly" -}}
+{{- $path := index . 0 -}}
+{{- $v := index . 1 -}}
+{{- if kindIs "map" $v -}}
+  {{- $keys := keys $v | sortAlpha -}}
+  {{- $parts := list (printf "%s.all(k, k in %s)" $path (toJson $keys)) -}}
+  {{- range $k := $keys -}}
+    {{- $parts = append $parts (printf "has(%s.%s)" $path $k) -}}
+    {{- $parts = append $parts (include "workload-clusters.celExactly" (list (printf "%s.%s" $path $k) (index $v $k))) -}}
+  {{- end -}}
+  {{- printf "(%s)" (join " && " $parts) -}}
+{{- else if kindIs "slice" $v -}}
+  {{- $parts := list (printf "size(%s) == %d" $path (len $v)) -}}
+  {{- range $i, $x := $v -}}
+    {{- $parts = append $parts (include "workload-clusters.celExactly" (list (printf "%s[%d]" $path $i) $x)) -}}
+  {{- end -}}
+  {{- printf "(%s)" (join " && " $parts) -}}
+{{- else -}}
+  {{- printf "%s == %s" $path (toJson $v) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+workload-clusters.sourceName: the GitRepository, in the platform's namespace, of a tenant's
+directory. Input: the tenant's namespace.
+*/}}
+{{- define "workload-clusters.sourceName" -}}{{- printf "tenant-%s" . -}}{{- end -}}
+
+{{/*
+workload-clusters.onlyPath: source-controller's ignore rules (.gitignore syntax) that leave in an
+artifact the directory at $path and nothing else: what a tenant's kustomization.yaml can reach,
+`../` included, is its own directory. Input: the path (./a/b/c).
+*/}}
+{{- define "workload-clusters.onlyPath" -}}
+{{- $parts := splitList "/" (trimPrefix "./" (trimSuffix "/" .)) -}}
+{{- $lines := list "/*" -}}
+{{- $prefix := "" -}}
+{{- range $i, $p := $parts -}}
+  {{- $prefix = printf "%s/%s" $prefix $p -}}
+  {{- $lines = append $lines (printf "!%s/" $prefix) -}}
+  {{- if lt $i (sub (len $parts) 1) -}}
+    {{- $lines = append $lines (printf "%s/*" $prefix) -}}
+  {{- end -}}
+{{- end -}}
+{{- join "\n" $lines -}}
+{{- end -}}

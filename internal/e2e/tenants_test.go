@@ -1,0 +1,248 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Two tenants: the default one, and team-b with its own directory, prefix and a limit of one cluster.
+const tenantsValues = `workload_clusters:
+  tenants:
+    workload-clusters:
+      name_prefix: wl
+    team-b:
+      name_prefix: b-
+      path: ./clusters/management/team-b
+      limits:
+        clusters: 1
+`
+
+// workloadCluster is a tenant's HelmRelease of a cluster, with extra lines in spec (indented by 2)
+// and in spec.values.cluster (indented by 6).
+func workloadCluster(name, spec, cluster string) string {
+	return fmt.Sprintf(`apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata:
+  name: %s
+spec:
+%s  values:
+    cluster:
+      name: %s
+      control_plane:
+        replicas: 1
+      workers:
+        replicas: 1
+      network:
+        pods_cidr: 10.48.0.0/16
+        services_cidr: 10.160.0.0/12
+%s`, name, spec, name, cluster)
+}
+
+// hostileCommit is one class of attack: the files it commits in a tenant's directory (path ->
+// content, relative to it), and a part of the refusal the tenant's Kustomization must show.
+type hostileCommit struct {
+	class  string
+	tenant string // default: workload-clusters
+	files  map[string]string
+	shows  []string // one of these
+}
+
+func hostileCommits() []hostileCommit {
+	return []hostileCommit{
+		{class: "schema validation switched off", files: map[string]string{"x/cluster.yaml": workloadCluster("wlx", "  install:\n    disableSchemaValidation: true\n  upgrade:\n    disableSchemaValidation: true\n", "")},
+			shows: []string{"spec.install", "spec.upgrade"}},
+		{class: "a forced upgrade with CRDs replaced", files: map[string]string{"x/cluster.yaml": workloadCluster("wlx", "  upgrade:\n    force: true\n    crds: CreateReplace\n", "")},
+			shows: []string{"spec.upgrade"}},
+		{class: "a release name and labels of its own", files: map[string]string{"x/cluster.yaml": workloadCluster("wlx", "  releaseName: cluster-init\n  commonMetadata:\n    labels:\n      cluster.x-k8s.io/cluster-name: management\n", "")},
+			shows: []string{"spec.releaseName", "spec.commonMetadata"}},
+		{class: "a dependency in the platform's namespace", files: map[string]string{"x/cluster.yaml": workloadCluster("wlx", "  dependsOn:\n    - name: cluster-init\n      namespace: cluster-init\n", "")},
+			shows: []string{"spec.dependsOn"}},
+		{class: "values from a Secret into a path of its choice", files: map[string]string{"x/cluster.yaml": workloadCluster("wlx", "  valuesFrom:\n    - kind: Secret\n      name: cluster-init-git-auth\n      targetPath: cluster.name\n", "")},
+			shows: []string{"spec.valuesFrom"}},
+		{class: "a document injected through the service domain", files: map[string]string{"x/cluster.yaml": workloadCluster("wlx", "", "        service_domain: \"cluster.local\\n---\\napiVersion: rbac.authorization.k8s.io/v1\\nkind: ClusterRoleBinding\\nmetadata:\\n  name: pwned\\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\\nsubjects: [{kind: ServiceAccount, name: tenant, namespace: workload-clusters}]\"\n")},
+			shows: []string{"spec.values.cluster.network"}},
+		{class: "a document injected through a flavor", files: map[string]string{"x/cluster.yaml": strings.Replace(workloadCluster("wlx", "", ""), "      workers:\n        replicas: 1\n", "      workers:\n        replicas: 1\n        flavor: \"m1\\n---\\nkind: Secret\"\n", 1)},
+			shows: []string{"flavor"}},
+		{class: "the platform's units in its values", files: map[string]string{"x/cluster.yaml": strings.Replace(workloadCluster("wlx", "", ""), "  values:\n", "  values:\n    units:\n      capi:\n        contexts: [workload]\n", 1)},
+			shows: []string{"spec.values.units"}},
+		{class: "a bare Cluster", files: map[string]string{"x/cluster.yaml": "apiVersion: cluster.x-k8s.io/v1beta2\nkind: Cluster\nmetadata:\n  name: wlx\nspec: {}\n"},
+			shows: []string{"forbidden"}},
+		{class: "a Cluster referencing the management cluster's control plane", files: map[string]string{"x/cluster.yaml": "apiVersion: cluster.x-k8s.io/v1beta2\nkind: Cluster\nmetadata:\n  name: wlx\nspec:\n  controlPlaneRef: {apiGroup: controlplane.cluster.x-k8s.io, kind: KubeadmControlPlane, name: management-control-plane}\n  infrastructureRef: {apiGroup: infrastructure.cluster.x-k8s.io, kind: DockerCluster, name: management}\n"},
+			shows: []string{"forbidden"}},
+		{class: "the management cluster's name", files: map[string]string{"management/cluster.yaml": workloadCluster("management", "", "")},
+			shows: []string{"is the name of a cluster of the platform"}},
+		{class: "another tenant's cluster's name", files: map[string]string{"b-one/cluster.yaml": workloadCluster("b-one", "", "")},
+			shows: []string{"are named wl"}},
+		{class: "a cluster over the tenant's quota", tenant: "team-b", files: map[string]string{"b-two/cluster.yaml": workloadCluster("b-two", "", "")},
+			shows: []string{"exceeded quota"}},
+		{class: "400 workers", files: map[string]string{"x/cluster.yaml": strings.Replace(workloadCluster("wlx", "", ""), "      workers:\n        replicas: 1\n", "      workers:\n        replicas: 400\n", 1)},
+			shows: []string{"spec.values.cluster.workers"}},
+		{class: "a remote base", files: map[string]string{"kustomization.yaml": "resources:\n  - https://git.example/evil//base?ref=main\n"},
+			shows: []string{"remote", "no such file", "not a valid directory", "must build", "not exist"}},
+		{class: "a ../ path to the platform's values", files: map[string]string{"kustomization.yaml": "configMapGenerator:\n  - name: leak\n    files:\n      - ../../../environment-values/kubeadm-capd/values.yaml\n"},
+			shows: []string{"no such file", "not exist", "security", "outside"}},
+		{class: "an object in another namespace", files: map[string]string{"x/crb.yaml": "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: pwned\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects: [{kind: ServiceAccount, name: tenant, namespace: workload-clusters}]\n"},
+			shows: []string{"forbidden"}},
+		{class: "its own admission parameters", files: map[string]string{"x/params.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cluster-init-tenant\ndata:\n  workers_replicas: \"1000\"\n"},
+			shows: []string{"forbidden"}},
+		{class: "a Kustomization of its own (as the controller)", files: map[string]string{"x/ks.yaml": "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: pwn\nspec:\n  interval: 1m\n  path: ./\n  prune: false\n  sourceRef: {kind: GitRepository, name: cluster-init, namespace: cluster-init}\n"},
+			shows: []string{"forbidden"}},
+	}
+}
+
+// A hostile tenant, by commits: each class of attack is refused with a message in the tenant's
+// Kustomization, nothing outside the tenants' namespaces changes, the management cluster's
+// machines and load balancer stay as they were, another tenant's cluster stays Available, and a
+// valid cluster committed next still comes up.
+func TestAHostileTenantIsRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Minute)
+	defer cancel()
+	r, _ := bootstrapFromGit(t, ctx, func(r *repository) {
+		values := readFile(t, filepath.Join(r.dir, "environment-values", env, "values.yaml"))
+		r.write(t, "environment-values/"+env+"/values.yaml", values+tenantsValues)
+	})
+	kc := managementKubeconfig()
+
+	// Team-b's cluster, the one every attack must leave alone.
+	r.write(t, "clusters/management/team-b/b-one/cluster.yaml", workloadCluster("b-one", "", ""))
+	pushed := r.commit(t, "team-b: b-one")
+	fetchTenantSources(t, kc)
+	waitFor(t, 20*time.Minute, "team-b's cluster b-one Available", func() bool {
+		return kubectlQuiet(kc, "-n", "team-b", "get", "cluster", "b-one", "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`) == "True"
+	})
+	t.Logf("push -> b-one Available: %s", time.Since(pushed).Round(time.Second))
+
+	outside := objectsOutsideTenants(t, kc)
+	management := containerIDs(t, "management")
+	if len(management) < 3 {
+		t.Fatalf("the management cluster's containers: %v", management)
+	}
+
+	for _, h := range hostileCommits() {
+		tenant := h.tenant
+		if tenant == "" {
+			tenant = "workload-clusters"
+		}
+		dir := map[string]string{"workload-clusters": "clusters/management/workload-clusters", "team-b": "clusters/management/team-b"}[tenant]
+		for rel, content := range h.files {
+			r.write(t, filepath.Join(dir, rel), content)
+		}
+		pushed := r.commit(t, "hostile: "+h.class)
+		sha := r.git(t, "rev-parse", "HEAD")
+		fetchTenantSources(t, kc)
+		var message string
+		waitFor(t, 3*time.Minute, "the refusal of "+h.class, func() bool {
+			out := kubectlQuiet(kc, "-n", tenant, "get", "kustomization", "workload-clusters", "-o",
+				`jsonpath={.status.lastAttemptedRevision}{"\n"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{.status.conditions[?(@.type=="Ready")].message}`)
+			lines := strings.SplitN(out, "\n", 3)
+			if len(lines) < 3 || !strings.HasSuffix(lines[0], sha) || lines[1] != "False" {
+				return false
+			}
+			message = lines[2]
+			return true
+		})
+		if !slices.ContainsFunc(h.shows, func(s string) bool { return strings.Contains(message, s) }) {
+			t.Errorf("%s: refused, but the message names none of %q: %s", h.class, h.shows, message)
+		}
+		t.Logf("%-50s refused in %4.1fs: %.160s", h.class, time.Since(pushed).Seconds(), message)
+		// Undo it for the next one.
+		for rel := range h.files {
+			target := filepath.Join(dir, rel)
+			if d := filepath.Dir(rel); d != "." {
+				target = filepath.Join(dir, d)
+			}
+			r.git(t, "rm", "-rq", target)
+		}
+		r.commit(t, "undo: "+h.class)
+	}
+	fetchTenantSources(t, kc)
+	waitFor(t, 3*time.Minute, "the tenants' Kustomizations Ready again", func() bool {
+		return kubectlQuiet(kc, "get", "kustomization", "-A", "-l", "app.kubernetes.io/part-of=cluster-init", "--field-selector", "metadata.name=workload-clusters",
+			"-o", `jsonpath={.items[*].status.conditions[?(@.type=="Ready")].status}`) == "True True"
+	})
+
+	// Nothing outside the tenants' namespaces came or went; the management cluster's machines and
+	// load balancer are the same containers; team-b's cluster is still Available.
+	after := objectsOutsideTenants(t, kc)
+	for _, o := range after {
+		if !slices.Contains(outside, o) {
+			t.Errorf("created outside the tenants' namespaces: %s", o)
+		}
+	}
+	for _, o := range outside {
+		if !slices.Contains(after, o) {
+			t.Errorf("gone from outside the tenants' namespaces: %s", o)
+		}
+	}
+	if now := containerIDs(t, "management"); !slices.Equal(now, management) {
+		t.Errorf("the management cluster's containers changed: %v -> %v", management, now)
+	}
+	if got := kubectlQuiet(kc, "-n", "team-b", "get", "cluster", "b-one", "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`); got != "True" {
+		t.Errorf("team-b's cluster b-one Available: %q", got)
+	}
+	if got := kubectlQuiet(kc, "-n", "workload-clusters", "get", "helmreleases", "-o", "name"); got != "" {
+		t.Errorf("the default tenant has releases after the refused commits: %s", got)
+	}
+
+	// A valid cluster, committed next, comes up.
+	r.write(t, "clusters/management/workload-clusters/wl2/cluster.yaml", workloadCluster("wl2", "", ""))
+	pushed = r.commit(t, "wl2")
+	fetchTenantSources(t, kc)
+	waitFor(t, 20*time.Minute, "wl2 Available", func() bool {
+		return kubectlQuiet(kc, "-n", "workload-clusters", "get", "cluster", "wl2", "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`) == "True"
+	})
+	t.Logf("push -> wl2 Available: %s", time.Since(pushed).Round(time.Second))
+}
+
+// fetchTenantSources asks source-controller to fetch the tenants' sources now, as a git server's
+// push hook would (the poll is the fallback).
+func fetchTenantSources(t *testing.T, kc string) {
+	t.Helper()
+	now := time.Now().Format(time.RFC3339Nano)
+	for _, ns := range []string{"workload-clusters", "team-b"} {
+		kubectlQuiet(kc, "-n", "cluster-init", "annotate", "--overwrite", "gitrepository", "tenant-"+ns, "reconcile.fluxcd.io/requestedAt="+now)
+	}
+}
+
+// objectsOutsideTenants lists kind/namespace/name of every object of the management cluster
+// outside the tenants' namespaces, but what controllers churn (events, leases, endpoints).
+func objectsOutsideTenants(t *testing.T, kc string) []string {
+	t.Helper()
+	var out []string
+	resources := strings.Fields(kubectl(t, kc, "api-resources", "--verbs=list", "-o", "name"))
+	skip := []string{"events", "events.events.k8s.io", "leases.coordination.k8s.io", "endpoints", "endpointslices.discovery.k8s.io",
+		"pods", "replicasets.apps", "controllerrevisions.apps", "jobs.batch", "componentstatuses", "pods.metrics.k8s.io", "nodes.metrics.k8s.io",
+		"certificatesigningrequests.certificates.k8s.io"}
+	for _, res := range resources {
+		if slices.Contains(skip, res) {
+			continue
+		}
+		lines := kubectlQuiet(kc, "get", res, "-A", "--ignore-not-found", "-o", `jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}`)
+		for _, l := range strings.Split(lines, "\n") {
+			// Helm's release records come and go with each upgrade of the platform's releases
+			// (every commit is a new chart revision).
+			if l == "" || strings.HasPrefix(l, "workload-clusters/") || strings.HasPrefix(l, "team-b/") ||
+				res == "secrets" && strings.Contains(l, "/sh.helm.release.v1.") {
+				continue
+			}
+			out = append(out, res+" "+l)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// containerIDs are the IDs of a CAPD cluster's containers (machines and load balancer).
+func containerIDs(t *testing.T, cluster string) []string {
+	t.Helper()
+	ids := strings.Fields(docker(t, "ps", "-aq", "--no-trunc", "--filter", "label=io.x-k8s.kind.cluster="+cluster))
+	slices.Sort(ids)
+	return ids
+}

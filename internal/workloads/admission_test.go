@@ -1,0 +1,446 @@
+package workloads_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cluster-init.dev/cluster-init/internal/apply"
+	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/testenv"
+	"cluster-init.dev/cluster-init/internal/values"
+	"cluster-init.dev/cluster-init/internal/workloads"
+)
+
+// twoTenants is the platform's values of the admission tests: the default tenant and team-b, each
+// with a name prefix of its own, team-b with a limit of one cluster, and a management cluster
+// whose name starts with the default tenant's prefix (a prefix alone does not keep a tenant from
+// the platform's names).
+var twoTenants = map[string]any{
+	"cluster": map[string]any{"name": "wl-management"},
+	"workload_clusters": map[string]any{"tenants": map[string]any{
+		"workload-clusters": map[string]any{"name_prefix": "wl", "path": "./clusters/management/workload-clusters"},
+		"team-b":            map[string]any{"name_prefix": "b-", "path": "./clusters/management/team-b", "limits": map[string]any{"clusters": 1}},
+	}},
+}
+
+const (
+	tenantA  = "system:serviceaccount:workload-clusters:tenant"
+	builderA = "system:serviceaccount:workload-clusters:cluster-builder"
+	tenantB  = "system:serviceaccount:team-b:tenant"
+	builderB = "system:serviceaccount:team-b:cluster-builder"
+)
+
+// tenantTestbed is a real API server with what the workload-clusters unit installs for two tenants.
+type tenantTestbed struct {
+	c *kube.Cluster
+	// release is wl1's HelmRelease as the tenant's Kustomization applies it; units are the Flux
+	// objects the platform builds from it (its release's Kustomizations and the definitions' HelmRelease).
+	release *unstructured.Unstructured
+	units   []*unstructured.Unstructured
+	// policies are the admission policies as rendered, by name; params each tenant's parameters.
+	policies map[string]*unstructured.Unstructured
+	params   map[string]*unstructured.Unstructured
+	// installed is what the workload-clusters unit installs in the management cluster.
+	installed []*unstructured.Unstructured
+}
+
+// renderTenantTestbed renders what the workload-clusters unit installs for two tenants, and
+// wl1's release and units.
+func renderTenantTestbed(t *testing.T) *tenantTestbed {
+	t.Helper()
+	mgmt, r := management(t, values.FromMap("(test)", twoTenants))
+	tb := &tenantTestbed{policies: map[string]*unstructured.Unstructured{}, params: map[string]*unstructured.Unstructured{}}
+	for _, o := range mgmt.Objects {
+		// Flux's objects need its controllers, which do not run here.
+		if k := o.Object.GetKind(); o.Unit != "workload-clusters" || k == "HelmRelease" || k == "Kustomization" || k == "GitRepository" {
+			continue
+		}
+		tb.installed = append(tb.installed, o.Object)
+		switch {
+		case o.Object.GetKind() == "ValidatingAdmissionPolicy":
+			tb.policies[o.Object.GetName()] = o.Object
+		case o.Object.GetKind() == "ConfigMap" && o.Object.GetName() == names.TenantParamsConfigMap:
+			tb.params[o.Object.GetNamespace()] = o.Object
+		}
+	}
+	p, _, repo := plan(t, "wl1")
+	if len(p.Clusters) != 1 {
+		t.Fatalf("clusters: %v", p.Clusters)
+	}
+	tb.release = p.Clusters[0].Release
+	res, err := p.Render(t.Context(), r, repo, p.Clusters[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range res.Objects {
+		if k := o.Object.GetKind(); k == "Kustomization" && o.Unit == "" || k == "HelmRelease" && o.Unit != "" {
+			tb.units = append(tb.units, o.Object)
+		}
+	}
+	return tb
+}
+
+// startTenantTestbed is renderTenantTestbed installed on a real API server.
+func startTenantTestbed(t *testing.T) *tenantTestbed {
+	t.Helper()
+	tb := renderTenantTestbed(t)
+	tb.c = testenv.Start(t, "management")
+	if _, err := apply.New(tb.c).Apply(t.Context(), tb.installed); err != nil {
+		t.Fatal(err)
+	}
+	// No quota controller runs here: the quotas' status is what it would write, and the API
+	// server's quota admission counts from there.
+	var quotas corev1.ResourceQuotaList
+	if err := tb.c.Client.List(t.Context(), &quotas); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range quotas.Items {
+		q.Status.Hard = q.Spec.Hard
+		q.Status.Used = corev1.ResourceList{}
+		for k, v := range q.Spec.Hard {
+			zero := v.DeepCopy()
+			zero.Set(0)
+			q.Status.Used[k] = zero
+		}
+		if err := tb.c.Client.Status().Update(t.Context(), &q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The API server takes up new policies within seconds: until it refuses what it must.
+	bad := tb.release.DeepCopy()
+	_ = unstructured.SetNestedField(bad.Object, true, "spec", "install", "disableSchemaValidation")
+	if err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return tb.create(t, tenantA, bad) != nil, nil
+	}); err != nil {
+		t.Fatal("the admission policy never took effect")
+	}
+	return tb
+}
+
+// objects are the objects of a case, edited, in their namespace.
+func (tb *tenantTestbed) objects(t *testing.T, tc admissionCase) []*unstructured.Unstructured {
+	t.Helper()
+	objs := []*unstructured.Unstructured{tb.release}
+	if tc.unit != "" {
+		objs = nil
+		for _, u := range tb.units {
+			if tc.unit == "*" || u.GetName() == tc.unit || u.GetKind()+"/"+u.GetName() == tc.unit {
+				objs = append(objs, u)
+			}
+		}
+		if len(objs) == 0 {
+			t.Fatalf("no unit %s among the rendered ones", tc.unit)
+		}
+	}
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		obj := o.DeepCopy()
+		obj.SetNamespace("workload-clusters")
+		if tc.ns != "" {
+			obj.SetNamespace(tc.ns)
+		}
+		if tc.edit != nil {
+			tc.edit(obj.Object)
+		}
+		out = append(out, obj)
+	}
+	return out
+}
+
+// offline is what this package's evaluation of the policies (validate's) answers for obj.
+func (tb *tenantTestbed) offline(t *testing.T, pols map[string]*workloads.Policy, user string, obj *unstructured.Unstructured) []string {
+	t.Helper()
+	var refused []string
+	for _, name := range []string{"cluster-init-tenant-releases", "cluster-init-tenant-builds"} {
+		msgs, err := pols[name].Admit(obj, obj.GetNamespace(), user, tb.params[obj.GetNamespace()])
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused = append(refused, msgs...)
+	}
+	return refused
+}
+
+func (tb *tenantTestbed) compiled(t *testing.T) map[string]*workloads.Policy {
+	t.Helper()
+	out := map[string]*workloads.Policy{}
+	for name, obj := range tb.policies {
+		p, err := workloads.CompilePolicy(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[name] = p
+	}
+	if len(out) != 2 {
+		t.Fatalf("policies: %v", out)
+	}
+	return out
+}
+
+// as is a client of the API server acting as user (a ServiceAccount, with its groups).
+func (tb *tenantTestbed) as(t *testing.T, user string) client.Client {
+	t.Helper()
+	cfg := rest.CopyConfig(tb.c.Config)
+	ns := strings.Split(user, ":")[2]
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
+	cl, err := client.New(cfg, client.Options{Scheme: tb.c.Client.Scheme(), Mapper: tb.c.Mapper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// create creates obj as user in server-side dry-run: every admission step, nothing stored.
+func (tb *tenantTestbed) create(t *testing.T, user string, obj *unstructured.Unstructured) error {
+	t.Helper()
+	return tb.as(t, user).Create(t.Context(), obj.DeepCopy(), client.DryRunAll)
+}
+
+type admissionCase struct {
+	name string
+	user string
+	ns   string
+	// edit changes a valid object (wl1's release, or the unit named by unit).
+	unit string
+	edit func(o map[string]any)
+	// refused is a part of the API server's answer; empty: admitted.
+	refused string
+}
+
+func set(path string, v any) func(o map[string]any) {
+	return func(o map[string]any) { _ = unstructured.SetNestedField(o, v, strings.Split(path, ".")...) }
+}
+
+func del(path string) func(o map[string]any) {
+	return func(o map[string]any) { unstructured.RemoveNestedField(o, strings.Split(path, ".")...) }
+}
+
+func rename(name string) func(o map[string]any) {
+	return func(o map[string]any) {
+		_ = unstructured.SetNestedField(o, name, "metadata", "name")
+		_ = unstructured.SetNestedField(o, name, "spec", "values", "cluster", "name")
+	}
+}
+
+func all(edits ...func(o map[string]any)) func(o map[string]any) {
+	return func(o map[string]any) {
+		for _, e := range edits {
+			e(o)
+		}
+	}
+}
+
+// What a tenant writes is checked by the API server field by field, against an allow-list, and
+// what the platform builds from it is held to its namespace; each case is an attack that must
+// fail (or a valid cluster that must pass), with the field named in the answer.
+func TestTheAPIServerHoldsATenantToItsClusters(t *testing.T) {
+	tb := startTenantTestbed(t)
+	pols := tb.compiled(t)
+	for _, tc := range admissionCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, obj := range tb.objects(t, tc) {
+				err := tb.create(t, tc.user, obj)
+				switch {
+				case tc.refused == "" && err != nil:
+					t.Errorf("%s %s refused: %v", obj.GetKind(), obj.GetName(), err)
+				case tc.refused != "" && err == nil:
+					t.Errorf("%s %s admitted", obj.GetKind(), obj.GetName())
+				case tc.refused != "" && !strings.Contains(err.Error(), tc.refused):
+					t.Errorf("%s %s refused without naming %q: %v", obj.GetKind(), obj.GetName(), tc.refused, err)
+				}
+				// validate answers a tenant as the API server will.
+				if off := tb.offline(t, pols, tc.user, obj); (len(off) == 0) != (err == nil) {
+					t.Errorf("%s %s: the API server answers %v, validate %v", obj.GetKind(), obj.GetName(), err, off)
+				}
+			}
+		})
+	}
+}
+
+// Every rule of the policies is needed: without it, an attack of the cases gets through (the
+// policies evaluated as the API server does, with its CEL libraries, each rule left out in turn).
+func TestEveryRuleOfTheTenantPoliciesStopsAnAttack(t *testing.T) {
+	tb := renderTenantTestbed(t)
+	pols := tb.compiled(t)
+	cases := admissionCases()
+	for name, p := range pols {
+		for i := range p.Validations() {
+			broken := map[string]*workloads.Policy{}
+			for n, q := range pols {
+				broken[n] = q
+			}
+			broken[name] = p.Without(i)
+			var through []string
+			for _, tc := range cases {
+				if tc.refused == "" {
+					continue
+				}
+				for _, obj := range tb.objects(t, tc) {
+					if len(tb.offline(t, broken, tc.user, obj)) == 0 {
+						through = append(through, tc.name)
+					}
+				}
+			}
+			if len(through) == 0 {
+				t.Errorf("%s without its rule %d: no attack gets through, so no case shows the rule is needed", name, i)
+			} else {
+				t.Logf("%s without its rule %d: %s", name, i, strings.Join(through, ", "))
+			}
+		}
+	}
+}
+
+func admissionCases() []admissionCase {
+	ok := ""
+	return []admissionCase{
+		{name: "a valid workload cluster", user: tenantA, refused: ok},
+		{name: "workers at the tenant's limit", user: tenantA, edit: set("spec.values.cluster.workers.replicas", int64(5)), refused: ok},
+		{name: "providers and version named as the platform runs them", user: tenantA, edit: all(set("spec.values.cluster.providers.infrastructure", "capd"), set("spec.values.cluster.kubernetes_version", "v1.37.0")), refused: ok},
+		{name: "another tenant's valid cluster", user: tenantB, ns: "team-b", edit: rename("b-one"), refused: ok},
+
+		// The HelmRelease is the platform's: nothing of its spec is the tenant's to change.
+		{name: "schema validation off at install", user: tenantA, edit: set("spec.install.disableSchemaValidation", true), refused: "spec.install"},
+		{name: "schema validation off at upgrade", user: tenantA, edit: set("spec.upgrade.disableSchemaValidation", true), refused: "spec.upgrade"},
+		{name: "CRDs created and replaced", user: tenantA, edit: set("spec.install.crds", "CreateReplace"), refused: "spec.install"},
+		{name: "forced upgrade keeping old values", user: tenantA, edit: all(set("spec.upgrade.force", true), set("spec.upgrade.preserveValues", true)), refused: "spec.upgrade"},
+		{name: "a release name of its own", user: tenantA, edit: set("spec.releaseName", "cluster-init"), refused: "spec.releaseName"},
+		{name: "labels on every object of the release", user: tenantA, edit: set("spec.commonMetadata.labels", map[string]any{"cluster.x-k8s.io/cluster-name": "management"}), refused: "spec.commonMetadata"},
+		{name: "a dependency in another namespace", user: tenantA, edit: set("spec.dependsOn", []any{map[string]any{"name": "cluster-init", "namespace": "cluster-init"}}), refused: "spec.dependsOn"},
+		{name: "values from the platform's ConfigMap into a path of its choice", user: tenantA, edit: set("spec.valuesFrom", []any{map[string]any{"kind": "ConfigMap", "name": "workload-cluster-platform", "valuesKey": "values.yaml", "targetPath": "units.capi.enabled"}}), refused: "spec.valuesFrom"},
+		{name: "values from a Secret", user: tenantA, edit: set("spec.valuesFrom", []any{map[string]any{"kind": "ConfigMap", "name": "workload-cluster-platform", "valuesKey": "values.yaml"}, map[string]any{"kind": "Secret", "name": "wl2-kubeconfig"}}), refused: "spec.valuesFrom"},
+		{name: "drift detection switched", user: tenantA, edit: set("spec.driftDetection.mode", "disabled"), refused: "spec.driftDetection"},
+		{name: "post-renderers", user: tenantA, edit: set("spec.postRenderers", []any{map[string]any{"kustomize": map[string]any{"patches": []any{}}}}), refused: "spec.postRenderers"},
+		{name: "a kubeconfig of another cluster", user: tenantA, edit: set("spec.kubeConfig.secretRef.name", "management-kubeconfig"), refused: "spec.kubeConfig"},
+		{name: "helm-controller's own account", user: tenantA, edit: set("spec.serviceAccountName", "helm-controller"), refused: "spec.serviceAccountName"},
+		{name: "no account at all (the controller's)", user: tenantA, edit: del("spec.serviceAccountName"), refused: "spec.serviceAccountName"},
+		{name: "another target namespace", user: tenantA, edit: set("spec.targetNamespace", "cluster-init"), refused: "spec.targetNamespace"},
+		{name: "another storage namespace", user: tenantA, edit: set("spec.storageNamespace", "kube-system"), refused: "spec.storageNamespace"},
+		{name: "another chart of the platform's source", user: tenantA, edit: set("spec.chart.spec.chart", "./charts/workload-clusters"), refused: "spec.chart"},
+		{name: "the chart from a source of its own", user: tenantA, edit: set("spec.chart.spec.sourceRef.namespace", "workload-clusters"), refused: "spec.chart"},
+		{name: "the management context's values file", user: tenantA, edit: set("spec.chart.spec.valuesFiles", []any{"./charts/cluster-init/values.yaml", "./charts/cluster-init/management.values.yaml"}), refused: "spec.chart"},
+		{name: "a chart version of its own", user: tenantA, edit: set("spec.chart.spec.version", "0.0.1"), refused: "spec.chart"},
+		{name: "a reconcile every second", user: tenantA, edit: set("spec.interval", "1s"), refused: "spec.interval"},
+		{name: "a longer timeout", user: tenantA, edit: set("spec.timeout", "24h"), refused: "spec.timeout"},
+		{name: "an owner that deletes it", user: tenantA, edit: set("metadata.ownerReferences", []any{map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "00000000-0000-0000-0000-000000000000"}}), refused: "ownerReferences"},
+
+		// Its values: the cluster's, each key with what it may hold.
+		{name: "the units of the platform", user: tenantA, edit: set("spec.values.units.capi.enabled", true), refused: "spec.values.units"},
+		{name: "the platform's source", user: tenantA, edit: set("spec.values.source.url", "https://evil.example/repo.git"), refused: "spec.values.source"},
+		{name: "the Docker socket in its machines", user: tenantA, edit: set("spec.values.cluster.capd.docker_socket", true), refused: "spec.values.cluster.capd"},
+		{name: "a node image of its own", user: tenantA, edit: set("spec.values.cluster.rke2_air_gapped.enabled", true), refused: "spec.values.cluster.rke2_air_gapped"},
+		{name: "a cluster name that is not the release's", user: tenantA, edit: set("spec.values.cluster.name", "wl2"), refused: "expected the HelmRelease's name"},
+		{name: "a name that is no DNS label", user: tenantA, edit: rename("wl-Big"), refused: "metadata.name"},
+		{name: "a name too long for its machines' host names", user: tenantA, edit: rename("wl" + strings.Repeat("x", 42)), refused: "at most 43"},
+		{name: "the management cluster's name", user: tenantA, edit: rename("wl-management"), refused: "is the name of a cluster of the platform"},
+		{name: "a name its machines would share with the management cluster's", user: tenantA, edit: rename("wl-management-control-plane"), refused: "is the name of a cluster of the platform"},
+		{name: "another tenant's names", user: tenantA, edit: rename("b-one"), refused: "are named wl"},
+		{name: "the default tenant's names, from team-b", user: tenantB, ns: "team-b", edit: rename("wl1"), refused: "are named b-"},
+		{name: "an infrastructure the platform does not run", user: tenantA, edit: set("spec.values.cluster.providers.infrastructure", "capo"), refused: "spec.values.cluster.providers"},
+		{name: "a bootstrap provider the platform does not run", user: tenantA, edit: set("spec.values.cluster.providers.bootstrap", "rke2"), refused: "spec.values.cluster.providers"},
+		{name: "a Kubernetes version out of skew", user: tenantA, edit: set("spec.values.cluster.kubernetes_version", "v1.30.0"), refused: "kubernetes_version"},
+		{name: "an even number of control plane machines", user: tenantA, edit: set("spec.values.cluster.control_plane.replicas", int64(2)), refused: "spec.values.cluster.control_plane"},
+		{name: "control plane machines over the limit", user: tenantA, edit: set("spec.values.cluster.control_plane.replicas", int64(5)), refused: "spec.values.cluster.control_plane"},
+		{name: "400 workers", user: tenantA, edit: set("spec.values.cluster.workers.replicas", int64(400)), refused: "spec.values.cluster.workers"},
+		{name: "a negative worker count", user: tenantA, edit: set("spec.values.cluster.workers.replicas", int64(-1)), refused: "spec.values.cluster.workers"},
+		{name: "a worker count that is a string", user: tenantA, edit: set("spec.values.cluster.workers.replicas", "3"), refused: "spec.values.cluster.workers"},
+		{name: "a document injected through the service domain", user: tenantA, edit: set("spec.values.cluster.network.service_domain", "cluster.local\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding"), refused: "spec.values.cluster.network"},
+		{name: "a pod CIDR that is not one", user: tenantA, edit: set("spec.values.cluster.network.pods_cidr", "10.0.0.0/16\n  injected: true"), refused: "spec.values.cluster.network"},
+		{name: "a network key of its own", user: tenantA, edit: set("spec.values.cluster.network.dns", "8.8.8.8"), refused: "spec.values.cluster.network"},
+		{name: "a CNI path outside the components", user: tenantA, edit: set("spec.values.cluster.cni.flannel_backend", "../../clusters/management/team-b"), refused: "spec.values.cluster.cni"},
+		{name: "a flavor with a newline", user: tenantA, edit: set("spec.values.cluster.workers.flavor", "m1\ninjected: true"), refused: "flavor"},
+
+		// What the platform builds from the values runs as the builder, in the namespace.
+		{name: "the builder's units as the workload release renders them", user: builderA, unit: "*", refused: ok},
+		{name: "a unit applied as the controller", user: builderA, unit: "wl1-cluster-ready", edit: del("spec.serviceAccountName"), refused: "runs as cluster-builder"},
+		{name: "a unit applied as another account", user: builderA, unit: "wl1-cluster-ready", edit: set("spec.serviceAccountName", "tenant"), refused: "runs as cluster-builder"},
+		{name: "a unit of a path outside the components", user: builderA, unit: "wl1-cluster-ready", edit: set("spec.path", "./kustomize-components/../clusters"), refused: "applies ./kustomize-components/"},
+		{name: "a unit of another source", user: builderA, unit: "wl1-cluster-ready", edit: set("spec.sourceRef.namespace", "team-b"), refused: "applies ./kustomize-components/"},
+		{name: "a unit into another namespace", user: builderA, unit: "wl1-cluster-ready", edit: set("spec.targetNamespace", "cluster-init"), refused: "stays in its namespace"},
+		{name: "a kubeconfig unit that also impersonates", user: builderA, unit: "wl1-cni", edit: set("spec.serviceAccountName", "cluster-builder"), refused: "through its <cluster>-kubeconfig Secret"},
+		{name: "a release of another chart", user: builderA, unit: "HelmRelease/wl1-cluster", edit: set("spec.chart.spec.chart", "charts/workload-clusters"), refused: "charts/capi-cluster"},
+		{name: "a release with post-renderers", user: builderA, unit: "HelmRelease/wl1-cluster", edit: set("spec.postRenderers", []any{map[string]any{}}), refused: "postRenderers"},
+		{name: "a release applied as the controller", user: builderA, unit: "HelmRelease/wl1-cluster", edit: del("spec.serviceAccountName"), refused: "runs as cluster-builder"},
+	}
+}
+
+// Each tenant's accounts may do what their role needs in their namespace, and nothing anywhere else.
+func TestATenantsAccountsReachTheirNamespaceOnly(t *testing.T) {
+	tb := startTenantTestbed(t)
+	for _, q := range []struct {
+		user, verb, group, resource, ns string
+		allowed                         bool
+	}{
+		{tenantA, "create", "helm.toolkit.fluxcd.io", "helmreleases", "workload-clusters", true},
+		{tenantA, "create", "cluster.x-k8s.io", "clusters", "workload-clusters", false},
+		{tenantA, "create", "helm.toolkit.fluxcd.io", "helmreleases", "team-b", false},
+		{tenantA, "get", "", "secrets", "workload-clusters", false},
+		{tenantA, "get", "", "configmaps", "workload-clusters", false},
+		{tenantA, "update", "", "resourcequotas", "workload-clusters", false},
+		{tenantA, "create", "kustomize.toolkit.fluxcd.io", "kustomizations", "workload-clusters", false},
+		{tenantA, "create", "rbac.authorization.k8s.io", "rolebindings", "workload-clusters", false},
+		{tenantA, "get", "", "secrets", "cluster-init", false},
+		{builderA, "create", "cluster.x-k8s.io", "clusters", "workload-clusters", true},
+		{builderA, "create", "kustomize.toolkit.fluxcd.io", "kustomizations", "workload-clusters", true},
+		{builderA, "create", "cluster.x-k8s.io", "clusters", "cluster-init", false},
+		{builderA, "create", "cluster.x-k8s.io", "clusters", "team-b", false},
+		{builderA, "get", "", "secrets", "cluster-init", false},
+		{builderA, "get", "", "secrets", "team-b", false},
+		{builderA, "create", "rbac.authorization.k8s.io", "clusterrolebindings", "", false},
+		{builderA, "create", "rbac.authorization.k8s.io", "rolebindings", "workload-clusters", false},
+		{builderA, "create", "", "pods", "workload-clusters", false},
+		{builderA, "update", "", "resourcequotas", "workload-clusters", false},
+		{builderA, "update", "admissionregistration.k8s.io", "validatingadmissionpolicies", "", false},
+		{builderB, "create", "cluster.x-k8s.io", "clusters", "workload-clusters", false},
+	} {
+		ns := strings.Split(q.user, ":")[2]
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: q.user,
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: q.verb, Group: q.group, Resource: q.resource, Namespace: q.ns}}}
+		if err := tb.c.Client.Create(t.Context(), review); err != nil {
+			t.Fatal(err)
+		}
+		if review.Status.Allowed != q.allowed {
+			t.Errorf("can %s %s %s.%s in %q: %t, want %t", q.user, q.verb, q.resource, q.group, q.ns, review.Status.Allowed, q.allowed)
+		}
+	}
+}
+
+// A tenant's clusters are counted by the API server: over its limit, the HelmRelease of one more
+// cluster is refused when its directory is applied, naming the quota.
+func TestATenantsClustersAreCounted(t *testing.T) {
+	tb := startTenantTestbed(t)
+	one := tb.release.DeepCopy()
+	one.SetNamespace("team-b")
+	rename("b-one")(one.Object)
+	if err := tb.as(t, tenantB).Create(t.Context(), one); err != nil {
+		t.Fatalf("the first cluster: %v", err)
+	}
+	// What the platform builds for it: its definitions' release.
+	for _, u := range tb.units {
+		if u.GetKind() == "HelmRelease" {
+			defs := u.DeepCopy()
+			defs.SetNamespace("team-b")
+			defs.SetName("b-one-cluster")
+			if err := tb.as(t, builderB).Create(t.Context(), defs); err != nil {
+				t.Fatalf("the first cluster's definitions: %v", err)
+			}
+		}
+	}
+	two := tb.release.DeepCopy()
+	two.SetNamespace("team-b")
+	rename("b-two")(two.Object)
+	err := tb.as(t, tenantB).Create(t.Context(), two)
+	if err == nil || !strings.Contains(err.Error(), "exceeded quota") {
+		t.Errorf("a second cluster over a limit of one: %v", err)
+	}
+}
