@@ -52,6 +52,9 @@ type hostileCommit struct {
 	tenant string // default: workload-clusters
 	files  map[string]string
 	shows  []string // one of these
+	// release, if set, is the HelmRelease whose status shows the refusal (the tenant's
+	// directory itself is applied).
+	release string
 }
 
 func hostileCommits() []hostileCommit {
@@ -81,7 +84,7 @@ func hostileCommits() []hostileCommit {
 		{class: "another tenant's cluster's name", files: map[string]string{"b-one/cluster.yaml": workloadCluster("b-one", "", "")},
 			shows: []string{"are named wl"}},
 		{class: "a cluster over the tenant's quota", tenant: "team-b", files: map[string]string{"b-two/cluster.yaml": workloadCluster("b-two", "", "")},
-			shows: []string{"exceeded quota"}},
+			shows: []string{"exceeded quota"}, release: "b-two-cluster"},
 		{class: "400 workers", files: map[string]string{"x/cluster.yaml": strings.Replace(workloadCluster("wlx", "", ""), "      workers:\n        replicas: 1\n", "      workers:\n        replicas: 400\n", 1)},
 			shows: []string{"spec.values.cluster.workers"}},
 		{class: "a remote base", files: map[string]string{"kustomization.yaml": "resources:\n  - https://git.example/evil//base?ref=main\n"},
@@ -139,6 +142,10 @@ func TestAHostileTenantIsRefused(t *testing.T) {
 		fetchTenantSources(t, kc)
 		var message string
 		waitFor(t, 3*time.Minute, "the refusal of "+h.class, func() bool {
+			if h.release != "" {
+				message = kubectlQuiet(kc, "-n", tenant, "get", "helmrelease", h.release, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].message}`)
+				return slices.ContainsFunc(h.shows, func(s string) bool { return strings.Contains(message, s) })
+			}
 			out := kubectlQuiet(kc, "-n", tenant, "get", "kustomization", "workload-clusters", "-o",
 				`jsonpath={.status.lastAttemptedRevision}{"\n"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{.status.conditions[?(@.type=="Ready")].message}`)
 			lines := strings.SplitN(out, "\n", 3)

@@ -61,8 +61,8 @@ func renderTenantTestbed(t *testing.T) *tenantTestbed {
 	mgmt, r := management(t, values.FromMap("(test)", twoTenants))
 	tb := &tenantTestbed{policies: map[string]*unstructured.Unstructured{}, params: map[string]*unstructured.Unstructured{}}
 	for _, o := range mgmt.Objects {
-		// Flux's objects need its controllers, which do not run here.
-		if k := o.Object.GetKind(); o.Unit != "workload-clusters" || k == "HelmRelease" || k == "Kustomization" || k == "GitRepository" {
+		// The tenants' objects (the sources live in the platform's namespace, not made here).
+		if o.Unit != "workload-clusters" || o.Object.GetNamespace() == "cluster-init" {
 			continue
 		}
 		tb.installed = append(tb.installed, o.Object)
@@ -131,6 +131,9 @@ func startTenantTestbed(t *testing.T) *tenantTestbed {
 func (tb *tenantTestbed) objects(t *testing.T, tc admissionCase) []*unstructured.Unstructured {
 	t.Helper()
 	objs := []*unstructured.Unstructured{tb.release}
+	if tc.object != nil {
+		objs = []*unstructured.Unstructured{tc.object()}
+	}
 	if tc.unit != "" {
 		objs = nil
 		for _, u := range tb.units {
@@ -145,7 +148,9 @@ func (tb *tenantTestbed) objects(t *testing.T, tc admissionCase) []*unstructured
 	var out []*unstructured.Unstructured
 	for _, o := range objs {
 		obj := o.DeepCopy()
-		obj.SetNamespace("workload-clusters")
+		if obj.GetNamespace() == "" || tc.object == nil {
+			obj.SetNamespace("workload-clusters")
+		}
 		if tc.ns != "" {
 			obj.SetNamespace(tc.ns)
 		}
@@ -200,6 +205,27 @@ func (tb *tenantTestbed) as(t *testing.T, user string) client.Client {
 	return cl
 }
 
+// do creates obj as user, or updates or deletes the object of its name, in server-side dry-run:
+// every admission step, nothing stored.
+func (tb *tenantTestbed) do(t *testing.T, op, user string, obj *unstructured.Unstructured) error {
+	t.Helper()
+	switch op {
+	case "":
+		return tb.create(t, user, obj)
+	case "update":
+		cur := obj.DeepCopy()
+		if err := tb.c.Client.Get(t.Context(), client.ObjectKeyFromObject(obj), cur); err != nil {
+			t.Fatal(err)
+		}
+		obj.SetResourceVersion(cur.GetResourceVersion())
+		return tb.as(t, user).Update(t.Context(), obj.DeepCopy(), client.DryRunAll)
+	case "delete":
+		return tb.as(t, user).Delete(t.Context(), obj.DeepCopy(), client.DryRunAll)
+	}
+	t.Fatalf("operation %q", op)
+	return nil
+}
+
 // create creates obj as user in server-side dry-run: every admission step, nothing stored.
 func (tb *tenantTestbed) create(t *testing.T, user string, obj *unstructured.Unstructured) error {
 	t.Helper()
@@ -210,6 +236,10 @@ type admissionCase struct {
 	name string
 	user string
 	ns   string
+	// object, if set, is the object of the case (instead of wl1's release or a unit); op is
+	// create (default), update or delete (of the object as the API server has it).
+	object func() *unstructured.Unstructured
+	op     string
 	// edit changes a valid object (wl1's release, or the unit named by unit).
 	unit string
 	edit func(o map[string]any)
@@ -249,7 +279,7 @@ func TestTheAPIServerHoldsATenantToItsClusters(t *testing.T) {
 	for _, tc := range admissionCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, obj := range tb.objects(t, tc) {
-				err := tb.create(t, tc.user, obj)
+				err := tb.do(t, tc.op, tc.user, obj)
 				switch {
 				case tc.refused == "" && err != nil:
 					t.Errorf("%s %s refused: %v", obj.GetKind(), obj.GetName(), err)
@@ -258,8 +288,8 @@ func TestTheAPIServerHoldsATenantToItsClusters(t *testing.T) {
 				case tc.refused != "" && !strings.Contains(err.Error(), tc.refused):
 					t.Errorf("%s %s refused without naming %q: %v", obj.GetKind(), obj.GetName(), tc.refused, err)
 				}
-				// validate answers a tenant as the API server will.
-				if off := tb.offline(t, pols, tc.user, obj); (len(off) == 0) != (err == nil) {
+				// validate answers a tenant as the API server will (it only creates).
+				if off := tb.offline(t, pols, tc.user, obj); tc.op == "" && (len(off) == 0) != (err == nil) {
 					t.Errorf("%s %s: the API server answers %v, validate %v", obj.GetKind(), obj.GetName(), err, off)
 				}
 			}
@@ -286,7 +316,7 @@ func TestEveryRuleOfTheTenantPoliciesStopsAnAttack(t *testing.T) {
 					continue
 				}
 				for _, obj := range tb.objects(t, tc) {
-					if len(tb.offline(t, broken, tc.user, obj)) == 0 {
+					if tc.op == "" && len(tb.offline(t, broken, tc.user, obj)) == 0 {
 						through = append(through, tc.name)
 					}
 				}
@@ -300,8 +330,23 @@ func TestEveryRuleOfTheTenantPoliciesStopsAnAttack(t *testing.T) {
 	}
 }
 
+// obj is an object of the default tenant's namespace with extra fields.
+func obj(apiVersion, kind, name string, extra map[string]any) func() *unstructured.Unstructured {
+	return func() *unstructured.Unstructured {
+		o := map[string]any{"apiVersion": apiVersion, "kind": kind}
+		for k, v := range extra {
+			o[k] = v
+		}
+		u := &unstructured.Unstructured{Object: o}
+		u.SetName(name)
+		u.SetNamespace("workload-clusters")
+		return u
+	}
+}
+
 func admissionCases() []admissionCase {
 	ok := ""
+	tb0 := paramsEdits{}
 	return []admissionCase{
 		{name: "a valid workload cluster", user: tenantA, refused: ok},
 		{name: "workers at the tenant's limit", user: tenantA, edit: set("spec.values.cluster.workers.replicas", int64(5)), refused: ok},
@@ -370,6 +415,19 @@ func admissionCases() []admissionCase {
 		{name: "a release of another chart", user: builderA, unit: "HelmRelease/wl1-cluster", edit: set("spec.chart.spec.chart", "charts/workload-clusters"), refused: "charts/capi-cluster"},
 		{name: "a release with post-renderers", user: builderA, unit: "HelmRelease/wl1-cluster", edit: set("spec.postRenderers", []any{map[string]any{}}), refused: "postRenderers"},
 		{name: "a release applied as the controller", user: builderA, unit: "HelmRelease/wl1-cluster", edit: del("spec.serviceAccountName"), refused: "runs as cluster-builder"},
+		{name: "Helm's record of a release", user: builderA, object: obj("v1", "Secret", "sh.helm.release.v1.wl1.v1", map[string]any{"type": "helm.sh/release.v1"}), refused: ok},
+		{name: "a release's unit graph", user: builderA, object: obj("v1", "ConfigMap", "wl1-units", nil), refused: ok},
+		{name: "an object posing as the platform's", user: builderA, object: obj("v1", "ConfigMap", "wl1-units", map[string]any{"metadata": map[string]any{"labels": map[string]any{"cluster-init.dev/platform": "true"}}}), refused: "is the platform's"},
+		{name: "a token of an account of the namespace", user: builderA, object: obj("v1", "Secret", "token", map[string]any{"type": "kubernetes.io/service-account-token", "metadata": map[string]any{"annotations": map[string]any{"kubernetes.io/service-account.name": "tenant"}}}), refused: "writes no Secret but Helm's"},
+		{name: "the tenant's parameters rewritten", user: builderA, op: "update", object: tb0.param("workload-clusters", "workers_replicas", "1000"), refused: "is the platform's"},
+		{name: "the tenant's parameters deleted", user: builderA, op: "delete", object: obj("v1", "ConfigMap", "cluster-init-tenant", nil), refused: "is the platform's"},
+		{name: "the shared values rewritten", user: builderA, op: "update", object: tb0.param("workload-clusters", "", ""), refused: "is the platform's"},
+		{name: "the tenant's Kustomization deleted (and its clusters pruned)", user: builderA, op: "delete", object: obj("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "workload-clusters", nil), refused: "is the platform's"},
+		{name: "a Cluster named like the management cluster", user: builderA, object: obj("cluster.x-k8s.io/v1beta2", "Cluster", "wl-management", map[string]any{"spec": map[string]any{"paused": true}}), refused: "not a name of the tenant's"},
+		{name: "a Cluster with another tenant's name", user: builderA, object: obj("cluster.x-k8s.io/v1beta2", "Cluster", "b-one", map[string]any{"spec": map[string]any{"paused": true}}), refused: "not a name of the tenant's"},
+		{name: "a DockerCluster taking over the management cluster's load balancer", user: builderA, object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DockerCluster", "wl-management", map[string]any{"spec": map[string]any{}}), refused: "not a name of the tenant's"},
+		{name: "machines with the host's Docker socket", user: builderA, object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DockerMachineTemplate", "wl1-x", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"extraMounts": []any{map[string]any{"containerPath": "/var/run/docker.sock", "hostPath": "/var/run/docker.sock"}}}}}}), refused: "mount nothing of the host"},
 	}
 }
 
@@ -415,32 +473,37 @@ func TestATenantsAccountsReachTheirNamespaceOnly(t *testing.T) {
 	}
 }
 
-// A tenant's clusters are counted by the API server: over its limit, the HelmRelease of one more
-// cluster is refused when its directory is applied, naming the quota.
+// A tenant's clusters are counted by the API server: over its limit, the definitions of one more
+// cluster are refused, naming the quota (helm-controller shows it in the cluster's release).
 func TestATenantsClustersAreCounted(t *testing.T) {
 	tb := startTenantTestbed(t)
-	one := tb.release.DeepCopy()
-	one.SetNamespace("team-b")
-	rename("b-one")(one.Object)
-	if err := tb.as(t, tenantB).Create(t.Context(), one); err != nil {
+	cluster := func(name string) *unstructured.Unstructured {
+		o := obj("cluster.x-k8s.io/v1beta2", "Cluster", name, map[string]any{"spec": map[string]any{"paused": true}})()
+		o.SetNamespace("team-b")
+		return o
+	}
+	if err := tb.as(t, builderB).Create(t.Context(), cluster("b-one")); err != nil {
 		t.Fatalf("the first cluster: %v", err)
 	}
-	// What the platform builds for it: its definitions' release.
-	for _, u := range tb.units {
-		if u.GetKind() == "HelmRelease" {
-			defs := u.DeepCopy()
-			defs.SetNamespace("team-b")
-			defs.SetName("b-one-cluster")
-			if err := tb.as(t, builderB).Create(t.Context(), defs); err != nil {
-				t.Fatalf("the first cluster's definitions: %v", err)
-			}
-		}
-	}
-	two := tb.release.DeepCopy()
-	two.SetNamespace("team-b")
-	rename("b-two")(two.Object)
-	err := tb.as(t, tenantB).Create(t.Context(), two)
+	err := tb.as(t, builderB).Create(t.Context(), cluster("b-two"))
 	if err == nil || !strings.Contains(err.Error(), "exceeded quota") {
 		t.Errorf("a second cluster over a limit of one: %v", err)
+	}
+}
+
+// paramsEdits makes the platform's ConfigMaps of a tenant's namespace with a changed key: its
+// parameters (key set) or the values its clusters share (key empty).
+type paramsEdits struct{}
+
+func (paramsEdits) param(ns, key, value string) func() *unstructured.Unstructured {
+	return func() *unstructured.Unstructured {
+		name, data := "workload-cluster-platform", map[string]any{"values.yaml": "cluster:\n  capd:\n    docker_socket: true\n"}
+		if key != "" {
+			name, data = "cluster-init-tenant", map[string]any{key: value}
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "data": data}}
+		u.SetName(name)
+		u.SetNamespace(ns)
+		return u
 	}
 }

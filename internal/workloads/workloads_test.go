@@ -191,3 +191,40 @@ func TestATenantsKustomizationStaysInItsDirectory(t *testing.T) {
 	}
 	t.Error("no source of the tenant's directory")
 }
+
+// The chart refuses tenants that could step on one another or on the platform: overlapping name
+// prefixes, namespaces whose charts could be named alike, and shared or nested directories.
+func TestTenantsThatCouldCollideAreRefused(t *testing.T) {
+	root := testenv.Checkout(t)
+	r, err := render.New(root, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, c := range []struct {
+		tenants map[string]any
+		refused string
+	}{
+		{map[string]any{"team-a": map[string]any{"path": "./clusters/a"}}, "overlap"},
+		{map[string]any{"team-a": map[string]any{"path": "./clusters/a", "name_prefix": "a-"}, "team-b": map[string]any{"path": "./clusters/b", "name_prefix": "b-"}}, ""},
+		{map[string]any{"team-a": map[string]any{"path": "./clusters/a"}, "team-b": map[string]any{"path": "./clusters/b"}}, "overlap"},
+		{map[string]any{"team-a": map[string]any{"path": "./clusters/a", "name_prefix": "a-"}, "team-b": map[string]any{"path": "./clusters/b", "name_prefix": "a-b-"}}, "overlap"},
+		{map[string]any{"team": map[string]any{"path": "./clusters/a", "name_prefix": "a-"}, "team-b": map[string]any{"path": "./clusters/b", "name_prefix": "b-"}}, "starts the other's"},
+		{map[string]any{"cluster": map[string]any{"path": "./clusters/a"}}, "may not start one another"},
+		{map[string]any{"cluster-init-x": map[string]any{"path": "./clusters/a"}}, "may not start one another"},
+		{map[string]any{"team-a": map[string]any{"name_prefix": "a-"}, "team-b": map[string]any{"name_prefix": "b-"}}, "a directory of its own"},
+		{map[string]any{"team-a": map[string]any{"path": "./clusters/a", "name_prefix": "a-"}, "team-b": map[string]any{"path": "./clusters/a/b", "name_prefix": "b-"}}, "a directory of its own"},
+	} {
+		// The default tenant is there too, with a prefix and directory of its own.
+		c.tenants["workload-clusters"] = map[string]any{"name_prefix": "wl-"}
+		_, err := r.Render(t.Context(), render.Options{Env: testenv.Environment(t, root, "kubeadm-capd"), Context: render.ContextManagement,
+			Overrides: []values.Layer{values.FromMap("(test)", map[string]any{"workload_clusters": map[string]any{"tenants": c.tenants}})},
+			State:     []values.Layer{managementstate.State{SelfManaged: true}.Layer()}, Source: gitSource, Units: []string{"workload-clusters"}})
+		switch {
+		case c.refused == "" && err != nil:
+			t.Errorf("%v refused: %v", c.tenants, err)
+		case c.refused != "" && (err == nil || !strings.Contains(err.Error(), c.refused)):
+			t.Errorf("%v: %v, want a refusal naming %q", c.tenants, err, c.refused)
+		}
+	}
+}

@@ -8,9 +8,14 @@ Input: (list $root $tenant).
 {{- $t.path | default (printf "./clusters/%s/workload-clusters" $root.Values.cluster.name) -}}
 {{- end -}}
 
+{{/*
+workload-clusters.labels: the labels of every object of this chart. cluster-init.dev/platform marks
+what the platform keeps in a tenant's namespace: the builder account may not change or delete it.
+*/}}
 {{- define "workload-clusters.labels" -}}
 app.kubernetes.io/part-of: cluster-init
 app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
+cluster-init.dev/platform: "true"
 {{- end -}}
 
 {{/*
