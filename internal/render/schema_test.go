@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 
 	"cluster-init.dev/cluster-init/internal/render"
@@ -20,6 +21,8 @@ const clusterChartSchema = "charts/capi-cluster/values.schema.json"
 
 // clusterChartKeys are the umbrella's keys the cluster chart is given.
 var clusterChartKeys = []string{"cluster", "registry_mirrors", "proxies", "credentials"}
+
+var definitionRef = regexp.MustCompile(`"#/definitions/([A-Za-z0-9_]+)"`)
 
 func deriveClusterChartSchema(t *testing.T, umbrella []byte) []byte {
 	t.Helper()
@@ -40,6 +43,31 @@ func deriveClusterChartSchema(t *testing.T, umbrella []byte) []byte {
 		}
 		props[k] = p
 	}
+	// The definitions those keys use, and the ones these use in turn.
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(u.Definitions, &all); err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]json.RawMessage{}
+	pending := []json.RawMessage{u.If, u.Then}
+	for _, p := range props {
+		pending = append(pending, p)
+	}
+	for len(pending) > 0 {
+		next := pending[0]
+		pending = pending[1:]
+		for _, m := range definitionRef.FindAllSubmatch(next, -1) {
+			name := string(m[1])
+			if _, seen := used[name]; !seen {
+				used[name] = all[name]
+				pending = append(pending, all[name])
+			}
+		}
+	}
+	definitions, err := json.Marshal(used)
+	if err != nil {
+		t.Fatal(err)
+	}
 	out, err := json.MarshalIndent(struct {
 		Schema               string                     `json:"$schema"`
 		Comment              string                     `json:"$comment"`
@@ -55,7 +83,7 @@ func deriveClusterChartSchema(t *testing.T, umbrella []byte) []byte {
 		Comment:     "derived from charts/cluster-init/values.schema.json (internal/render/schema_test.go): edit that one, then run the test with CLUSTER_INIT_UPDATE_SCHEMA=1",
 		Title:       "capi-cluster values",
 		Type:        "object",
-		Definitions: u.Definitions, Properties: props, If: u.If, Then: u.Then,
+		Definitions: definitions, Properties: props, If: u.If, Then: u.Then,
 	}, "", "  ")
 	if err != nil {
 		t.Fatal(err)

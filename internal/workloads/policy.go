@@ -3,7 +3,6 @@ package workloads
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
@@ -164,9 +163,4 @@ func (p *policy) admit(obj *unstructured.Unstructured, namespace, user string, p
 		refused = append(refused, msg)
 	}
 	return refused, nil
-}
-
-// refusal is the API server's answer to a refused object, as a tenant's Kustomization shows it.
-func refusal(policyName string, messages []string) string {
-	return fmt.Sprintf("refused by the admission policy %s: %s", policyName, strings.Join(messages, "; "))
 }

@@ -35,7 +35,7 @@ type Tenant struct {
 	Kustomization *unstructured.Unstructured
 	// Platform is what its clusters share with the management cluster (a valuesFrom layer).
 	Platform values.Layer
-	// Params are its parameters of the admission policy (ConfigMap ParamsConfigMap).
+	// Params are its parameters of the admission policy (ConfigMap names.TenantParamsConfigMap).
 	Params *unstructured.Unstructured
 }
 
@@ -245,7 +245,7 @@ func (p *Plan) Admit(c *Cluster) error {
 				continue
 			}
 		}
-		lines = append(lines, fmt.Sprintf("%s: HelmRelease %s is %s", c.File, c.Name, refusal(PolicyName, []string{m})))
+		lines = append(lines, fmt.Sprintf("%s: HelmRelease %s is refused by the admission policy %s: %s", c.File, c.Name, PolicyName, m))
 	}
 	return errors.New(strings.Join(lines, "\n"))
 }
