@@ -90,7 +90,7 @@ func Adopt(ctx context.Context, opts Options) (*Result, error) {
 // validateAdopted checks the environment as the adopted cluster renders it (and its workload
 // clusters, with a git source), before anything is changed.
 func validateAdopted(ctx context.Context, s *session, src *publishedSource) (*render.Result, error) {
-	reports, err := validate.EnvironmentAs(ctx, s.renderer, s.opts.RepoRoot, s.renderOptions("", src.values), validate.AdoptedTargets())
+	reports, err := validate.EnvironmentAs(ctx, s.renderer, s.opts.RepoRoot, s.renderOptions("", src.values), validate.AdoptedTargets(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("environment %s is invalid, nothing was changed:\n%w", s.opts.Env.Name, err)
 	}

@@ -19,6 +19,12 @@ func ManagementKubeconfig(stateDir, env string) string {
 	return filepath.Join(stateDir, "environments", env, "management.kubeconfig")
 }
 
+// WorkloadKubeconfig is where `bootstrap kubeconfig` writes the kubeconfig of a cluster of an
+// environment's management cluster by default.
+func WorkloadKubeconfig(stateDir, env, namespace, name string) string {
+	return filepath.Join(stateDir, "environments", env, "clusters", namespace+"."+name+".kubeconfig")
+}
+
 // ContainersRecord is where the names of the containers of an environment's CAPD clusters are
 // kept, for cleanup (cleanup.RecordContainers).
 func ContainersRecord(stateDir, env string) string {

@@ -58,6 +58,10 @@ const (
 	TenantParamsConfigMap = "cluster-init-tenant"
 	TenantAccount         = "tenant"
 	TenantBuilder         = "cluster-builder"
+	// RepositoryLabel says whose repository a tenant's GitRepository reads (the value of
+	// TenantLabel names the tenant): TenantRepository, its own, or the platform's.
+	RepositoryLabel  = "cluster-init.dev/repository"
+	TenantRepository = "tenant"
 
 	PartOfLabel = "app.kubernetes.io/part-of"
 	PartOf      = "cluster-init"

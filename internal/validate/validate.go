@@ -54,6 +54,8 @@ type Report struct {
 	Context string
 	Units   int
 	Objects int
+	// Unread says why the target was not validated (a tenant's own repository not at hand).
+	Unread string
 	// Problems counts what is wrong in this target (0: valid).
 	Problems int
 	// Result is the target's render.
@@ -65,11 +67,12 @@ type Report struct {
 // committed to the checkout at repoRoot are validated too: each as the admission policy of the
 // management cluster will see it, then as its release. The error lists every problem.
 func Environment(ctx context.Context, r *render.Renderer, repoRoot string, base render.Options) ([]Report, error) {
-	return EnvironmentAs(ctx, r, repoRoot, base, Targets())
+	return EnvironmentAs(ctx, r, repoRoot, base, Targets(), nil)
 }
 
-// EnvironmentAs is Environment for the given targets.
-func EnvironmentAs(ctx context.Context, r *render.Renderer, repoRoot string, base render.Options, targets []Target) ([]Report, error) {
+// EnvironmentAs is Environment for the given targets. tenantCheckouts (namespace -> directory)
+// are checkouts of the tenants' own repositories, validated against the platform's rules.
+func EnvironmentAs(ctx context.Context, r *render.Renderer, repoRoot string, base render.Options, targets []Target, tenantCheckouts map[string]string) ([]Report, error) {
 	validator, err := schemas.New()
 	if err != nil {
 		return nil, err
@@ -118,7 +121,7 @@ func EnvironmentAs(ctx context.Context, r *render.Renderer, repoRoot string, bas
 		}
 	}
 	if afterPivot != nil {
-		wl, clusters := workloadClusters(ctx, r, repoRoot, afterPivot, validator, &problems)
+		wl, clusters := workloadClusters(ctx, r, repoRoot, tenantCheckouts, afterPivot, validator, &problems)
 		reports = append(reports, wl...)
 		management := names.Namespace + "/" + afterPivot.Settings.Cluster.Name
 		applications(ctx, repoRoot, afterPivot, append([]string{management}, clusters...), &problems)
@@ -194,13 +197,19 @@ func (f *findings) err() error {
 
 // workloadClusters validates the workload clusters the management cluster will read from the
 // checkout.
-func workloadClusters(ctx context.Context, r *render.Renderer, repoRoot string, management *render.Result, validator *schemas.Validator, problems *findings) ([]Report, []string) {
-	plan, err := workloads.Read(ctx, repoRoot, management)
+func workloadClusters(ctx context.Context, r *render.Renderer, repoRoot string, tenantCheckouts map[string]string, management *render.Result, validator *schemas.Validator, problems *findings) ([]Report, []string) {
+	plan, err := workloads.Read(ctx, repoRoot, management, tenantCheckouts)
 	if err != nil {
 		problems.add("workload clusters", err.Error())
 		return nil, nil
 	}
 	var reports []Report
+	for _, t := range plan.Tenants {
+		if t.Checkout == "" {
+			reports = append(reports, Report{Target: "tenant " + t.Namespace, Context: render.ContextWorkload,
+				Unread: fmt.Sprintf("its clusters are in its own repository %s: not read (--tenant %s=DIR validates a checkout of it)", t.Repository, t.Namespace)})
+		}
+	}
 	var clusters []string
 	for _, c := range plan.Clusters {
 		clusters = append(clusters, c.Tenant.Namespace+"/"+c.Name)
@@ -209,7 +218,7 @@ func workloadClusters(ctx context.Context, r *render.Renderer, repoRoot string, 
 			problems.add(target, err.Error())
 			continue
 		}
-		res, err := plan.Render(ctx, r, repoRoot, c)
+		res, err := plan.Render(ctx, r, c)
 		if err != nil {
 			var ps values.Problems
 			if errors.As(err, &ps) {

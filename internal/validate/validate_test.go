@@ -12,6 +12,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/source"
 	"cluster-init.dev/cluster-init/internal/testenv"
 	"cluster-init.dev/cluster-init/internal/validate"
+	"cluster-init.dev/cluster-init/internal/values"
 	"cluster-init.dev/cluster-init/internal/versions"
 )
 
@@ -195,5 +196,55 @@ func TestApplicationsOfTheCheckoutAreValidated(t *testing.T) {
 	}
 	if strings.Contains(msg, "application good") || strings.Count(msg, "\n") != 2 {
 		t.Errorf("want exactly the three problems:\n%s", msg)
+	}
+}
+
+// A tenant with a repository of its own: its clusters are not in the platform's checkout, and
+// validate says so; given a checkout of its repository (--tenant NS=DIR), they are validated
+// against the platform's rules, each problem naming the tenant's file and line.
+func TestATenantsOwnRepositoryIsValidatedFromItsCheckout(t *testing.T) {
+	root := testenv.Checkout(t)
+	r, err := render.New(root, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	platform, tenant := t.TempDir(), t.TempDir()
+	for _, c := range []struct{ from, to string }{
+		{"clusters/management/workload-clusters/wl1", filepath.Join(platform, "clusters/management/workload-clusters/wl1")},
+		{"clusters/management/workload-clusters/bad-values", filepath.Join(tenant, "bad-values")},
+	} {
+		if err := source.CopyTree(filepath.Join(root, "internal/workloads/testdata", c.from), c.to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git := map[string]any{"type": "git", "url": "http://git.test/r.git", "ref": map[string]any{"branch": "main"}, "environment": "environment-values/kubeadm-capd"}
+	opts := render.Options{Env: testenv.Environment(t, root, "kubeadm-capd"), Source: git,
+		Overrides: []values.Layer{values.FromMap("(test)", map[string]any{"workload_clusters": map[string]any{"tenants": map[string]any{
+			"workload-clusters": map[string]any{"name_prefix": "wl"},
+			"team-c":            map[string]any{"name_prefix": "bad-", "repository": map[string]any{"url": "https://git.example/team-c.git"}},
+		}}})}}
+
+	reports, err := validate.EnvironmentAs(t.Context(), r, platform, opts, validate.Targets(), nil)
+	if err != nil {
+		t.Fatalf("without team-c's checkout: %v", err)
+	}
+	unread := ""
+	for _, rep := range reports {
+		if rep.Target == "tenant team-c" {
+			unread = rep.Unread
+		}
+	}
+	if !strings.Contains(unread, "https://git.example/team-c.git") || !strings.Contains(unread, "--tenant team-c=DIR") {
+		t.Errorf("team-c's clusters, not at hand: %q", unread)
+	}
+
+	_, err = validate.EnvironmentAs(t.Context(), r, platform, opts, validate.Targets(), map[string]string{"team-c": tenant})
+	if err == nil || !strings.Contains(err.Error(), "bad-values/cluster.yaml:10: cluster.workers.replicas") {
+		t.Fatalf("team-c's bad values: %v", err)
+	}
+	_, err = validate.EnvironmentAs(t.Context(), r, platform, opts, validate.Targets(), map[string]string{"workload-clusters": tenant})
+	if err == nil || !strings.Contains(err.Error(), "workload_clusters.tenants.workload-clusters has no repository of its own") {
+		t.Fatalf("a checkout for a tenant of the platform's repository: %v", err)
 	}
 }

@@ -8,12 +8,14 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/apply"
+	"cluster-init.dev/cluster-init/internal/clusteraccess"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/testenv"
@@ -28,7 +30,7 @@ import (
 var twoTenants = map[string]any{
 	"cluster": map[string]any{"name": "wl-management"},
 	"workload_clusters": map[string]any{"tenants": map[string]any{
-		"workload-clusters": map[string]any{"name_prefix": "wl", "path": "./clusters/management/workload-clusters"},
+		"workload-clusters": map[string]any{"name_prefix": "wl", "path": "./clusters/management/workload-clusters", "readers_group": readersA},
 		"team-b":            map[string]any{"name_prefix": "b-", "path": "./clusters/management/team-b", "limits": map[string]any{"clusters": 1}},
 	}},
 }
@@ -38,6 +40,9 @@ const (
 	builderA = "system:serviceaccount:workload-clusters:cluster-builder"
 	tenantB  = "system:serviceaccount:team-b:tenant"
 	builderB = "system:serviceaccount:team-b:cluster-builder"
+	// readersA is the default tenant's people; alice one of them.
+	readersA = "oidc:team-a"
+	alice    = "alice"
 )
 
 // tenantTestbed is a real API server with what the workload-clusters unit installs for two tenants.
@@ -73,12 +78,12 @@ func renderTenantTestbed(t *testing.T) *tenantTestbed {
 			tb.params[o.Object.GetNamespace()] = o.Object
 		}
 	}
-	p, _, repo := plan(t, "wl1")
+	p, _, _ := plan(t, "wl1")
 	if len(p.Clusters) != 1 {
 		t.Fatalf("clusters: %v", p.Clusters)
 	}
 	tb.release = p.Clusters[0].Release
-	res, err := p.Render(t.Context(), r, repo, p.Clusters[0])
+	res, err := p.Render(t.Context(), r, p.Clusters[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,8 +201,12 @@ func (tb *tenantTestbed) compiled(t *testing.T) map[string]*workloads.Policy {
 func (tb *tenantTestbed) as(t *testing.T, user string) client.Client {
 	t.Helper()
 	cfg := rest.CopyConfig(tb.c.Config)
-	ns := strings.Split(user, ":")[2]
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
+	groups := []string{"system:authenticated", readersA}
+	if strings.HasPrefix(user, "system:serviceaccount:") {
+		ns := strings.Split(user, ":")[2]
+		groups = []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
+	}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
 	cl, err := client.New(cfg, client.Options{Scheme: tb.c.Client.Scheme(), Mapper: tb.c.Mapper})
 	if err != nil {
 		t.Fatal(err)
@@ -459,10 +468,26 @@ func TestATenantsAccountsReachTheirNamespaceOnly(t *testing.T) {
 		{builderA, "update", "", "resourcequotas", "workload-clusters", false},
 		{builderA, "update", "admissionregistration.k8s.io", "validatingadmissionpolicies", "", false},
 		{builderB, "create", "cluster.x-k8s.io", "clusters", "workload-clusters", false},
+		// The tenant's people read its clusters and kubeconfigs, by name, in its namespace only.
+		{alice, "get", "", "secrets", "workload-clusters", true},
+		{alice, "list", "", "secrets", "workload-clusters", false},
+		{alice, "watch", "", "secrets", "workload-clusters", false},
+		{alice, "list", "cluster.x-k8s.io", "clusters", "workload-clusters", true},
+		{alice, "get", "helm.toolkit.fluxcd.io", "helmreleases", "workload-clusters", true},
+		{alice, "create", "helm.toolkit.fluxcd.io", "helmreleases", "workload-clusters", false},
+		{alice, "update", "cluster.x-k8s.io", "clusters", "workload-clusters", false},
+		{alice, "get", "", "configmaps", "workload-clusters", false},
+		{alice, "get", "", "secrets", "team-b", false},
+		{alice, "get", "", "secrets", "cluster-init", false},
+		{alice, "list", "cluster.x-k8s.io", "clusters", "", false},
 	} {
-		ns := strings.Split(q.user, ":")[2]
+		groups := []string{"system:authenticated", readersA}
+		if strings.HasPrefix(q.user, "system:serviceaccount:") {
+			ns := strings.Split(q.user, ":")[2]
+			groups = []string{"system:serviceaccounts", "system:serviceaccounts:" + ns}
+		}
 		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: q.user,
-			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns},
+			Groups:             groups,
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: q.verb, Group: q.group, Resource: q.resource, Namespace: q.ns}}}
 		if err := tb.c.Client.Create(t.Context(), review); err != nil {
 			t.Fatal(err)
@@ -488,6 +513,56 @@ func TestATenantsClustersAreCounted(t *testing.T) {
 	err := tb.as(t, builderB).Create(t.Context(), cluster("b-two"))
 	if err == nil || !strings.Contains(err.Error(), "exceeded quota") {
 		t.Errorf("a second cluster over a limit of one: %v", err)
+	}
+}
+
+// A tenant's people (its readers_group) get the kubeconfigs of its clusters, as
+// `bootstrap kubeconfig ENV CLUSTER --namespace NS --kubeconfig THEIRS` reads them, and not those
+// of another tenant's clusters nor of the management cluster.
+func TestATenantsPeopleGetTheirClustersKubeconfigs(t *testing.T) {
+	tb := startTenantTestbed(t)
+	if err := tb.c.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: names.Namespace}}); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []client.ObjectKey{{Namespace: "workload-clusters", Name: "wl1"}, {Namespace: "team-b", Name: "b-one"}, {Namespace: "cluster-init", Name: "wl-management"}} {
+		c := obj("cluster.x-k8s.io/v1beta2", "Cluster", k.Name, map[string]any{"spec": map[string]any{"paused": true}})()
+		c.SetNamespace(k.Namespace)
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: k.Namespace, Name: k.Name + "-kubeconfig"},
+			Data: map[string][]byte{"value": []byte("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\ncurrent-context: " + k.Name + "\n")}}
+		for _, o := range []client.Object{c, sec} {
+			if err := tb.c.Client.Create(t.Context(), o); client.IgnoreAlreadyExists(err) != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	people := tb.as(t, alice)
+	key, err := clusteraccess.Find(t.Context(), people, "workload-clusters", "wl1")
+	if err != nil {
+		t.Fatalf("find its cluster: %v", err)
+	}
+	data, err := clusteraccess.Kubeconfig(t.Context(), people, key)
+	if err != nil || !strings.Contains(string(data), "current-context: wl1") {
+		t.Fatalf("its cluster's kubeconfig: %v", err)
+	}
+	for _, c := range []struct {
+		namespace, name, refused string
+	}{
+		{"", "wl1", "may not list the clusters of every namespace"},
+		{"team-b", "b-one", "may not read the clusters of namespace team-b"},
+		{"cluster-init", "wl-management", "may not read the clusters of namespace cluster-init"},
+	} {
+		if _, err := clusteraccess.Find(t.Context(), people, c.namespace, c.name); err == nil || !strings.Contains(err.Error(), c.refused) {
+			t.Errorf("find %s/%s: %v, want %q", c.namespace, c.name, err, c.refused)
+		}
+	}
+	for _, k := range []client.ObjectKey{{Namespace: "team-b", Name: "b-one"}, {Namespace: "cluster-init", Name: "wl-management"}} {
+		if _, err := clusteraccess.Kubeconfig(t.Context(), people, k); err == nil || !strings.Contains(err.Error(), "may not read it") {
+			t.Errorf("the kubeconfig of %s: %v, want a refusal", k, err)
+		}
+	}
+	// The operator, with the platform's identity, finds any cluster by its name alone.
+	if key, err := clusteraccess.Find(t.Context(), tb.c.Client, "", "b-one"); err != nil || key.Namespace != "team-b" {
+		t.Errorf("the operator finds b-one: %v %v", key, err)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -33,6 +34,9 @@ type Tenant struct {
 	Namespace     string
 	Path          string
 	Kustomization *unstructured.Unstructured
+	// Repository is the URL of the tenant's own repository, "" when its directory is in the
+	// platform's; Checkout the directory its clusters are read from ("": not at hand).
+	Repository, Checkout string
 	// Platform is what its clusters share with the management cluster (a valuesFrom layer).
 	Platform values.Layer
 	// Params are its parameters of the admission policy (ConfigMap names.TenantParamsConfigMap).
@@ -43,7 +47,7 @@ type Tenant struct {
 type Cluster struct {
 	Name   string
 	Tenant *Tenant
-	// File is the file of its HelmRelease, relative to the repository.
+	// File is the file of its HelmRelease, relative to its tenant's checkout.
 	File string
 	// Release is the HelmRelease as the tenant's Kustomization applies it.
 	Release *unstructured.Unstructured
@@ -59,8 +63,10 @@ type Plan struct {
 }
 
 // Read finds the tenants in a render of the management cluster (its workload-clusters unit) and
-// builds their directories of the checkout at repoRoot.
-func Read(ctx context.Context, repoRoot string, management *render.Result) (*Plan, error) {
+// builds their directories: of the checkout at repoRoot, or, for a tenant with a repository of
+// its own, of its checkout in tenantCheckouts (namespace -> directory), if given. A tenant whose
+// checkout is not at hand keeps Checkout empty: none of its clusters is read.
+func Read(ctx context.Context, repoRoot string, management *render.Result, tenantCheckouts map[string]string) (*Plan, error) {
 	p := &Plan{}
 	var policy *unstructured.Unstructured
 	var err error
@@ -78,7 +84,12 @@ func Read(ctx context.Context, repoRoot string, management *render.Result) (*Pla
 		return p, nil
 	}
 	for _, t := range p.Tenants {
+		t.Checkout = repoRoot
 		for _, o := range management.Objects {
+			if o.Object.GetKind() == "GitRepository" && o.Object.GetLabels()[names.TenantLabel] == t.Namespace && o.Object.GetLabels()[names.RepositoryLabel] == names.TenantRepository {
+				t.Repository, _, _ = unstructured.NestedString(o.Object.Object, "spec", "url")
+				t.Checkout = tenantCheckouts[t.Namespace]
+			}
 			if o.Object.GetKind() == "ConfigMap" && o.Object.GetNamespace() == t.Namespace && o.Object.GetName() == names.TenantParamsConfigMap {
 				t.Params = o.Object
 			}
@@ -99,7 +110,16 @@ func Read(ctx context.Context, repoRoot string, management *render.Result) (*Pla
 	// The tenants' directories, as kustomize-controller builds them: each from an artifact that
 	// holds its directory alone (the tenant's source ignores the rest of the repository).
 	var problems []string
+	for ns := range tenantCheckouts {
+		if !slices.ContainsFunc(p.Tenants, func(t *Tenant) bool { return t.Namespace == ns && t.Repository != "" }) {
+			problems = append(problems, fmt.Sprintf("a checkout of tenant %s's repository was given, but workload_clusters.tenants.%s has no repository of its own", ns, ns))
+		}
+	}
 	for _, t := range p.Tenants {
+		if t.Checkout == "" {
+			continue
+		}
+		repoRoot := t.Checkout
 		dir := filepath.Join(repoRoot, filepath.Clean(t.Path))
 		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 			continue // no workload cluster committed yet
@@ -262,8 +282,8 @@ func lineOf(l values.Layer, path []string) (int, bool) {
 
 // Render renders a cluster's release as helm-controller will: the chart in the workload context,
 // the platform's values, the tenant's values.
-func (p *Plan) Render(ctx context.Context, r *render.Renderer, repoRoot string, c *Cluster) (*render.Result, error) {
-	env := &environment.Environment{Name: filepath.ToSlash(filepath.Dir(c.File)), Dir: filepath.Join(repoRoot, filepath.Dir(c.File)), Layers: []values.Layer{c.Values}}
+func (p *Plan) Render(ctx context.Context, r *render.Renderer, c *Cluster) (*render.Result, error) {
+	env := &environment.Environment{Name: filepath.ToSlash(filepath.Dir(c.File)), Dir: filepath.Join(c.Tenant.Checkout, filepath.Dir(c.File)), Layers: []values.Layer{c.Values}}
 	return r.Render(ctx, render.Options{
 		Env: env, Context: render.ContextWorkload, Platform: []values.Layer{c.Tenant.Platform},
 		Release: c.Name, Namespace: c.Tenant.Namespace,

@@ -1,14 +1,20 @@
 package workloads_test
 
 import (
+	"encoding/base64"
+	"fmt"
+	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"cluster-init.dev/cluster-init/internal/environment"
 	"cluster-init.dev/cluster-init/internal/managementstate"
+	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/source"
 	"cluster-init.dev/cluster-init/internal/testenv"
@@ -51,7 +57,7 @@ func plan(t *testing.T, dirs ...string) (*workloads.Plan, *render.Renderer, stri
 			t.Fatal(err)
 		}
 	}
-	p, err := workloads.Read(t.Context(), repo, mgmt)
+	p, err := workloads.Read(t.Context(), repo, mgmt, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +68,7 @@ func plan(t *testing.T, dirs ...string) (*workloads.Plan, *render.Renderer, stri
 // that go into it, named after the cluster, reading the platform's source; nothing of the
 // management cluster's own components.
 func TestAWorkloadDirectoryRendersItsClusterInTheTenantsNamespace(t *testing.T) {
-	p, r, repo := plan(t, "wl1")
+	p, r, _ := plan(t, "wl1")
 	if len(p.Tenants) != 1 || p.Tenants[0].Namespace != "workload-clusters" || p.Tenants[0].Path != "./clusters/management/workload-clusters" {
 		t.Fatalf("tenants: %+v", p.Tenants)
 	}
@@ -80,7 +86,7 @@ func TestAWorkloadDirectoryRendersItsClusterInTheTenantsNamespace(t *testing.T) 
 	if err := p.Admit(c); err != nil {
 		t.Errorf("refused: %v", err)
 	}
-	res, err := p.Render(t.Context(), r, repo, c)
+	res, err := p.Render(t.Context(), r, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +180,7 @@ func TestATenantsKustomizationStaysInItsDirectory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := workloads.Read(t.Context(), repo, mgmt)
+	_, err := workloads.Read(t.Context(), repo, mgmt, nil)
 	t.Logf("refused: %v", err)
 	if err == nil || !strings.Contains(err.Error(), "clusters/management/workload-clusters: ") || strings.Contains(err.Error(), "not found in a file") {
 		t.Fatalf("a kustomization reaching ../../team-b: %v", err)
@@ -226,5 +232,158 @@ func TestTenantsThatCouldCollideAreRefused(t *testing.T) {
 		case c.refused != "" && (err == nil || !strings.Contains(err.Error(), c.refused)):
 			t.Errorf("%v: %v, want a refusal naming %q", c.tenants, err, c.refused)
 		}
+	}
+}
+
+// tenantsEnvironment is kubeadm-capd with the tenants and secrets given, in a directory of its own.
+func tenantsEnvironment(t *testing.T, root, tenants, secrets string) *environment.Environment {
+	t.Helper()
+	dir := t.TempDir()
+	if err := source.CopyTree(filepath.Join(root, environment.Dir, "kubeadm-capd"), dir); err != nil {
+		t.Fatal(err)
+	}
+	vals, err := os.ReadFile(filepath.Join(dir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "values.yaml"), append(vals, []byte(tenants)...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "secrets.yaml"), []byte(secrets), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env, err := environment.Load("tenants", dir, func(p string) string { return p }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+func renderTenants(t *testing.T, env *environment.Environment) (*render.Result, error) {
+	t.Helper()
+	r, err := render.New(testenv.Checkout(t), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	return r.Render(t.Context(), render.Options{Env: env, Context: render.ContextManagement,
+		State: []values.Layer{managementstate.State{SelfManaged: true}.Layer()}, Source: gitSource, Units: []string{"workload-clusters"}})
+}
+
+func object(res *render.Result, kind, namespace, name string) *unstructured.Unstructured {
+	for _, o := range res.Objects {
+		if o.Object.GetKind() == kind && o.Object.GetNamespace() == namespace && o.Object.GetName() == name {
+			return o.Object
+		}
+	}
+	return nil
+}
+
+// A tenant with a repository of its own reads it alone, with credentials only source-controller
+// reads; a tenant of the platform's repository reads its directory of it; a readers group reads
+// its tenant's clusters.
+func TestATenantsOwnRepository(t *testing.T) {
+	const password = "s3cr3t-pass-of-team-a"
+	env := tenantsEnvironment(t, testenv.Checkout(t), `
+workload_clusters:
+  tenants:
+    workload-clusters: {name_prefix: wl-}
+    team-a:
+      name_prefix: a-
+      repository: {url: "https://git.example/team-a/clusters.git"}
+      readers_group: "oidc:team-a"
+    team-c:
+      name_prefix: c-
+      path: ./clusters
+      repository: {url: "https://git.example/team-c/infra.git", ref: {tag: v1}, interval: 5m}
+`, "credentials:\n  tenants:\n    team-a:\n      git: {username: team-a-bot, password: "+password+"}\n")
+	res, err := renderTenants(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := func(name string) map[string]any {
+		o := object(res, "GitRepository", names.Namespace, name)
+		if o == nil {
+			t.Fatalf("no GitRepository %s", name)
+		}
+		s, _, _ := unstructured.NestedMap(o.Object, "spec")
+		return s
+	}
+	a := spec("tenant-team-a")
+	if a["url"] != "https://git.example/team-a/clusters.git" || !reflect.DeepEqual(a["ref"], map[string]any{"branch": "main"}) ||
+		!reflect.DeepEqual(a["secretRef"], map[string]any{"name": "tenant-team-a-git"}) || a["ignore"] != nil {
+		t.Errorf("team-a's source: %v, want its repository, branch main, its Secret and all of it", a)
+	}
+	c := spec("tenant-team-c")
+	if c["url"] != "https://git.example/team-c/infra.git" || !reflect.DeepEqual(c["ref"], map[string]any{"tag": "v1"}) ||
+		c["secretRef"] != nil || c["interval"] != "5m" || c["ignore"] != "/*\n!/clusters/" {
+		t.Errorf("team-c's source: %v, want its repository at tag v1, no credentials, its directory alone", c)
+	}
+	wl := spec("tenant-workload-clusters")
+	if wl["url"] != gitSource["url"] || !reflect.DeepEqual(wl["secretRef"], map[string]any{"name": "cluster-init-git-auth"}) ||
+		!strings.Contains(wl["ignore"].(string), "!/clusters/management/workload-clusters/") {
+		t.Errorf("the default tenant's source: %v, want the platform's repository, its credentials, the tenant's directory alone", wl)
+	}
+	if p, _, _ := unstructured.NestedString(object(res, "Kustomization", "team-a", names.TenantKustomization).Object, "spec", "path"); p != "./" {
+		t.Errorf("team-a's Kustomization applies %q, want all of its repository (./)", p)
+	}
+
+	sec := object(res, "Secret", names.Namespace, "tenant-team-a-git")
+	if sec == nil {
+		t.Fatal("no Secret of team-a's credentials in the platform's namespace")
+	}
+	data, _, _ := unstructured.NestedStringMap(sec.Object, "data")
+	if data["username"] != base64.StdEncoding.EncodeToString([]byte("team-a-bot")) || data["password"] != base64.StdEncoding.EncodeToString([]byte(password)) {
+		t.Errorf("team-a's credentials: %v", data)
+	}
+	for _, o := range res.Objects {
+		if o.Object.GetKind() == "Secret" && o.Object.GetName() != "tenant-team-a-git" && o.Object.GetName() != names.SecretsSecret {
+			t.Errorf("a Secret other than team-a's credentials: %s/%s", o.Object.GetNamespace(), o.Object.GetName())
+		}
+		if o.Object.GetKind() != "Secret" && strings.Contains(fmt.Sprint(o.Object.Object), password) {
+			t.Errorf("%s %s/%s holds team-a's password", o.Object.GetKind(), o.Object.GetNamespace(), o.Object.GetName())
+		}
+	}
+
+	rb := object(res, "RoleBinding", "team-a", "tenant-readers")
+	if rb == nil {
+		t.Fatal("no RoleBinding of team-a's readers")
+	}
+	subjects, _, _ := unstructured.NestedSlice(rb.Object, "subjects")
+	if !reflect.DeepEqual(subjects, []any{map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "oidc:team-a"}}) {
+		t.Errorf("team-a's readers: %v", subjects)
+	}
+	if object(res, "RoleBinding", "team-c", "tenant-readers") != nil {
+		t.Error("team-c has readers it did not ask for")
+	}
+}
+
+// Credentials for a repository the tenant does not have, an URL with a password in it, tenants
+// of one repository sharing a directory: refused before anything is created.
+func TestATenantsRepositoryIsChecked(t *testing.T) {
+	root := testenv.Checkout(t)
+	for _, c := range []struct{ name, tenants, secrets, refused string }{
+		{"credentials without a repository", "workload_clusters:\n  tenants:\n    team-a: {name_prefix: a-}\n",
+			"credentials:\n  tenants:\n    team-a:\n      git: {username: u, password: p}\n", "credentials.tenants.team-a"},
+		{"a password in the URL", "workload_clusters:\n  tenants:\n    team-a: {name_prefix: a-, repository: {url: \"https://u:p@git.example/a.git\"}}\n",
+			"credentials: {}\n", "repository"},
+		{"a document in the branch", "workload_clusters:\n  tenants:\n    team-a: {name_prefix: a-, repository: {url: \"https://git.example/a.git\", ref: {branch: \"main\\n---\"}}}\n",
+			"credentials: {}\n", "branch"},
+		{"one repository, one directory", "workload_clusters:\n  tenants:\n    team-a: {name_prefix: a-, repository: {url: \"https://git.example/x.git\"}}\n    team-b: {name_prefix: b-, path: ./b, repository: {url: \"https://git.example/x.git\"}}\n",
+			"credentials: {}\n", "a directory of its own"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := renderTenants(t, tenantsEnvironment(t, root, c.tenants, c.secrets))
+			if err == nil || !strings.Contains(err.Error(), c.refused) {
+				t.Fatalf("%v, want a refusal naming %q", err, c.refused)
+			}
+			if strings.Contains(err.Error(), "password: p") {
+				t.Errorf("the refusal prints a credential: %v", err)
+			}
+		})
+	}
+	// Two tenants, each with all of its own repository: no shared directory.
+	if _, err := renderTenants(t, tenantsEnvironment(t, root, "workload_clusters:\n  tenants:\n    workload-clusters: {name_prefix: wl-}\n    team-a: {name_prefix: a-, repository: {url: \"https://git.example/a.git\"}}\n    team-b: {name_prefix: b-, repository: {url: \"https://git.example/b.git\"}}\n", "credentials: {}\n")); err != nil {
+		t.Errorf("two tenants with repositories of their own: %v", err)
 	}
 }

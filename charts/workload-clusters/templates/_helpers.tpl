@@ -1,11 +1,16 @@
 {{/*
-workload-clusters.path: the directory of a tenant's workload clusters in the repository.
+workload-clusters.path: the directory of a tenant's workload clusters in its repository: the whole
+of its own repository, or its directory of the platform's.
 Input: (list $root $tenant).
 */}}
 {{- define "workload-clusters.path" -}}
 {{- $root := index . 0 -}}
 {{- $t := index . 1 -}}
+{{- if $t.repository -}}
+{{- $t.path | default "./" -}}
+{{- else -}}
 {{- $t.path | default (printf "./clusters/%s/workload-clusters" $root.Values.cluster.name) -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
@@ -40,7 +45,8 @@ makes of a template, it cannot write outside the namespace.
 
 {{/*
 workload-clusters.tenant: a tenant's settings, defaults applied and checked.
-Input: (list $root $namespace $tenant). Output: JSON {path, name_prefix, limits, readers}.
+Input: (list $root $namespace $tenant). Output: JSON {path, name_prefix, limits, repository,
+repository_url, git_credentials, readers_group}; repository is "" for the platform's.
 */}}
 {{- define "workload-clusters.tenant" -}}
 {{- $root := index . 0 -}}
@@ -53,7 +59,19 @@ Input: (list $root $namespace $tenant). Output: JSON {path, name_prefix, limits,
     {{- fail (printf "%s.limits.%s: expected a whole number of at least 0, got %v" $key $k $v) -}}
   {{- end -}}
 {{- end -}}
-{{- dict "path" (include "workload-clusters.path" (list $root $t)) "name_prefix" ($t.name_prefix | default "") "limits" $limits "readers" ($t.readers | default "") | toJson -}}
+{{- $creds := dig "tenants" $ns "git" dict ($root.Values.credentials | default dict) -}}
+{{- if and $creds (not $t.repository) -}}
+  {{- fail (printf "credentials.tenants.%s: credentials for a repository of its own, but workload_clusters.tenants.%s.repository is not set: expected its url there (the tenant reads its directory of the platform's repository otherwise)" $ns $ns) -}}
+{{- end -}}
+{{- dict
+      "path" (include "workload-clusters.path" (list $root $t))
+      "name_prefix" ($t.name_prefix | default "")
+      "limits" $limits
+      "repository" ($t.repository | default "")
+      "repository_url" (dig "url" "" ($t.repository | default dict))
+      "git_credentials" (not (empty $creds))
+      "readers_group" ($t.readers_group | default "")
+    | toJson -}}
 {{- end -}}
 
 {{/*
@@ -114,12 +132,26 @@ directory. Input: the tenant's namespace.
 {{- define "workload-clusters.sourceName" -}}{{- printf "tenant-%s" . -}}{{- end -}}
 
 {{/*
+workload-clusters.sourceSecretName: the Secret, in the platform's namespace, of the credentials of a
+tenant's own repository. Input: the tenant's namespace.
+*/}}
+{{- define "workload-clusters.sourceSecretName" -}}{{- printf "tenant-%s-git" . -}}{{- end -}}
+
+{{/*
+workload-clusters.readersRole: the Role, in a tenant's namespace, of the tenant's people
+(workload_clusters.tenants.<namespace>.readers_group).
+*/}}
+{{- define "workload-clusters.readersRole" -}}tenant-readers{{- end -}}
+
+{{/*
 workload-clusters.onlyPath: source-controller's ignore rules (.gitignore syntax) that leave in an
 artifact the directory at $path and nothing else: what a tenant's kustomization.yaml can reach,
-`../` included, is its own directory. Input: the path (./a/b/c).
+`../` included, is its own directory. Input: the path (./a/b/c); none for the whole repository (./).
 */}}
 {{- define "workload-clusters.onlyPath" -}}
-{{- $parts := splitList "/" (trimPrefix "./" (trimSuffix "/" .)) -}}
+{{- $dir := trimPrefix "./" (trimSuffix "/" .) -}}
+{{- if and $dir (ne $dir ".") -}}
+{{- $parts := splitList "/" $dir -}}
 {{- $lines := list "/*" -}}
 {{- $prefix := "" -}}
 {{- range $i, $p := $parts -}}
@@ -130,4 +162,5 @@ artifact the directory at $path and nothing else: what a tenant's kustomization.
   {{- end -}}
 {{- end -}}
 {{- join "\n" $lines -}}
+{{- end -}}
 {{- end -}}
