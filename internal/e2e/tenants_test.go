@@ -5,11 +5,14 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // Two tenants: the default one, and team-b with its own directory, prefix and a limit of one cluster.
@@ -112,9 +115,11 @@ func hostileCommits() []hostileCommit {
 func TestAHostileTenantIsRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Minute)
 	defer cancel()
+	var teamC *repository
 	r, _ := bootstrapFromGit(t, ctx, func(r *repository) {
+		teamC = tenantRepository(t, r)
 		values := readFile(t, filepath.Join(r.dir, "environment-values", env, "values.yaml"))
-		r.write(t, "environment-values/"+env+"/values.yaml", values+tenantsValues)
+		r.write(t, "environment-values/"+env+"/values.yaml", values+tenantsValues+teamCValues(gitServer(t, "url", teamCRepository)))
 	})
 	kc := managementKubeconfig()
 
@@ -187,7 +192,7 @@ func TestAHostileTenantIsRefused(t *testing.T) {
 	fetchTenantSources(t, kc)
 	waitFor(t, 3*time.Minute, "the tenants' Kustomizations Ready again", func() bool {
 		return kubectlQuiet(kc, "get", "kustomization", "-A", "-l", "app.kubernetes.io/part-of=cluster-init", "--field-selector", "metadata.name=workload-clusters",
-			"-o", `jsonpath={.items[*].status.conditions[?(@.type=="Ready")].status}`) == "True True"
+			"-o", `jsonpath={.items[*].status.conditions[?(@.type=="Ready")].status}`) == "True True True"
 	})
 
 	// Nothing outside the tenants' namespaces came or went; the management cluster's machines and
@@ -221,6 +226,119 @@ func TestAHostileTenantIsRefused(t *testing.T) {
 		return kubectlQuiet(kc, "-n", "workload-clusters", "get", "cluster", "wl2", "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`) == "True"
 	})
 	t.Logf("push -> wl2 Available: %s", time.Since(pushed).Round(time.Second))
+
+	theirOwnRepository(t, kc, r, teamC)
+}
+
+// teamCRepository is the git server's repository of team-c, a tenant with a repository of its own.
+const teamCRepository = "team-c"
+
+// teamCValues: team-c reads its own repository, with credentials of its own; its people are a group.
+func teamCValues(url string) string {
+	return `    team-c:
+      name_prefix: c-
+      repository:
+        url: ` + url + `
+      readers_group: team-c-people
+      limits:
+        clusters: 1
+`
+}
+
+// tenantRepository creates team-c's repository on the git server with a first commit, and gives
+// the platform's environment its credentials (the secrets file encrypted again).
+func tenantRepository(t *testing.T, platform *repository) *repository {
+	t.Helper()
+	gitServer(t, "create", teamCRepository)
+	lines := strings.Split(gitServer(t, "credentials"), "\n")
+	token := strings.TrimSpace(readFile(t, lines[1]))
+	c := &repository{dir: t.TempDir()}
+	c.remote = strings.Replace(gitServer(t, "url", teamCRepository), "http://", "http://"+lines[0]+":"+token+"@", 1)
+	c.git(t, "init", "-q", "-b", "main")
+	c.write(t, "README.md", "team-c's workload clusters: one directory per cluster.\n")
+	c.replace(t, "team-c's repository")
+	platform.write(t, "environment-values/"+env+"/secrets.yaml", "credentials:\n  git:\n    username: "+lines[0]+"\n    password: "+token+
+		"\n  tenants:\n    team-c:\n      git:\n        username: "+lines[0]+"\n        password: "+token+"\n")
+	bootstrapOK(t, "secrets", "encrypt", env, "--repo", platform.dir, "--age-key-file", platform.key)
+	if strings.Contains(readFile(t, filepath.Join(platform.dir, "environment-values", env, "secrets.yaml")), token) {
+		t.Fatal("the token is in the committed secrets file")
+	}
+	return c
+}
+
+// theirOwnRepository: team-c's cluster comes from a push to team-c's repository, with the
+// platform's rules (a hostile commit there is refused as in the platform's); its people get its
+// kubeconfig with their own identity, and not team-b's; a commit that removes it deletes it.
+func theirOwnRepository(t *testing.T, kc string, platform, c *repository) {
+	t.Helper()
+	if got := kubectlQuiet(kc, "-n", "cluster-init", "get", "secret", "tenant-team-c-git", "-o", "name"); got == "" {
+		t.Fatal("no Secret of team-c's credentials in the platform's namespace")
+	}
+	c.write(t, "c-one/cluster.yaml", workloadCluster("c-one", "", ""))
+	pushed := c.commit(t, "c-one")
+	fetchTenantSources(t, kc)
+	waitFor(t, 20*time.Minute, "team-c's cluster c-one Available", func() bool {
+		return kubectlQuiet(kc, "-n", "team-c", "get", "cluster", "c-one", "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`) == "True"
+	})
+	t.Logf("push to team-c's own repository -> c-one Available: %s", time.Since(pushed).Round(time.Second))
+
+	// The platform's rules hold in the tenant's repository: a name of another tenant's.
+	c.write(t, "b-two/cluster.yaml", workloadCluster("b-two", "", ""))
+	pushed = c.commit(t, "hostile: another tenant's name")
+	sha := c.git(t, "rev-parse", "HEAD")
+	fetchTenantSources(t, kc)
+	var message string
+	waitFor(t, 3*time.Minute, "the refusal of team-c's b-two", func() bool {
+		out := strings.SplitN(kubectlQuiet(kc, "-n", "team-c", "get", "kustomization", "workload-clusters", "-o",
+			`jsonpath={.status.lastAttemptedRevision}{"\n"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{.status.conditions[?(@.type=="Ready")].message}`), "\n", 3)
+		if len(out) < 3 || !strings.HasSuffix(out[0], sha) || out[1] != "False" {
+			return false
+		}
+		message = out[2]
+		return true
+	})
+	if !strings.Contains(message, "are named c-") {
+		t.Errorf("team-c's b-two: refused, but not for its name: %s", message)
+	}
+	t.Logf("%-50s refused in %4.1fs: %.160s", "another tenant's name, from its own repository", time.Since(pushed).Seconds(), message)
+	c.git(t, "rm", "-rq", "b-two")
+	c.commit(t, "undo")
+
+	// Its people, with their own identity (a kubeconfig impersonating a member of its group).
+	cfg, err := clientcmd.LoadFromFile(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range cfg.AuthInfos {
+		u.Impersonate, u.ImpersonateGroups = "carol", []string{"team-c-people"}
+	}
+	people := filepath.Join(t.TempDir(), "team-c-people.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, people); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "c-one.kubeconfig")
+	bootstrapOK(t, "kubeconfig", env, "c-one", "--namespace", "team-c", "--kubeconfig", people, "--output", out)
+	if nodes := kubectl(t, out, "get", "nodes", "-o", "name"); !strings.Contains(nodes, "c-one") {
+		t.Errorf("c-one's nodes with the kubeconfig its people got: %q", nodes)
+	}
+	if st, err := os.Stat(out); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the kubeconfig file: %v %v, want mode 0600", st.Mode(), err)
+	}
+	denied := bootstrap(t, context.Background(), nil, "kubeconfig", env, "b-one", "--namespace", "team-b", "--kubeconfig", people, "--output", filepath.Join(t.TempDir(), "b"))
+	if denied.err == nil || !strings.Contains(denied.output.String(), "may not read") {
+		t.Errorf("team-c's people got team-b's kubeconfig: %v\n%s", denied.err, denied.output.String())
+	}
+	// The operator finds it by its name alone.
+	bootstrapOK(t, "kubeconfig", env, "c-one", "--output", filepath.Join(t.TempDir(), "op.kubeconfig"))
+
+	// A commit that removes it deletes it.
+	c.git(t, "rm", "-rq", "c-one")
+	pushed = c.commit(t, "remove c-one")
+	fetchTenantSources(t, kc)
+	waitFor(t, 10*time.Minute, "c-one deleted", func() bool {
+		return kubectlQuiet(kc, "-n", "team-c", "get", "clusters", "-o", "name") == "" && len(containerIDs(t, "c-one")) == 0
+	})
+	t.Logf("push removing c-one -> its cluster and containers gone: %s", time.Since(pushed).Round(time.Second))
 }
 
 // fetchTenantSources asks source-controller to fetch the tenants' sources now, as a git server's
@@ -228,7 +346,7 @@ func TestAHostileTenantIsRefused(t *testing.T) {
 func fetchTenantSources(t *testing.T, kc string) {
 	t.Helper()
 	now := time.Now().Format(time.RFC3339Nano)
-	for _, ns := range []string{"workload-clusters", "team-b"} {
+	for _, ns := range []string{"workload-clusters", "team-b", "team-c"} {
 		kubectlQuiet(kc, "-n", "cluster-init", "annotate", "--overwrite", "gitrepository", "tenant-"+ns, "reconcile.fluxcd.io/requestedAt="+now)
 	}
 }
@@ -250,7 +368,7 @@ func objectsOutsideTenants(t *testing.T, kc string) []string {
 		for _, l := range strings.Split(lines, "\n") {
 			// Helm's release records come and go with each upgrade of the platform's releases
 			// (every commit is a new chart revision).
-			if l == "" || strings.HasPrefix(l, "workload-clusters/") || strings.HasPrefix(l, "team-b/") ||
+			if l == "" || strings.HasPrefix(l, "workload-clusters/") || strings.HasPrefix(l, "team-b/") || strings.HasPrefix(l, "team-c/") ||
 				res == "secrets" && strings.Contains(l, "/sh.helm.release.v1.") {
 				continue
 			}
