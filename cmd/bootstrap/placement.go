@@ -3,10 +3,12 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -17,7 +19,8 @@ import (
 )
 
 func newPlacementControllerCommand() *cobra.Command {
-	var namespace string
+	var namespace, management string
+	var rules placement.Rules
 	cmd := &cobra.Command{
 		Use:    "placement-controller",
 		Short:  "Place the Applications on the clusters of this management cluster (runs in the applications unit's Deployment)",
@@ -25,6 +28,11 @@ func newPlacementControllerCommand() *cobra.Command {
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(zap.New())
+			ns, name, ok := strings.Cut(management, "/")
+			if !ok || ns == "" || name == "" {
+				return fmt.Errorf("--management-cluster %q: expected NAMESPACE/NAME of the management cluster's Cluster", management)
+			}
+			rules.Management = client.ObjectKey{Namespace: ns, Name: name}
 			cfg, err := ctrlconfig.GetConfig()
 			if err != nil {
 				return fmt.Errorf("in-cluster configuration: %w", err)
@@ -44,7 +52,7 @@ func newPlacementControllerCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("placement controller: %w", err)
 			}
-			if err := (&placement.Reconciler{Client: mgr.GetClient(), RequeueAfter: time.Minute}).SetupWithManager(mgr); err != nil {
+			if err := (&placement.Reconciler{Client: mgr.GetClient(), RequeueAfter: time.Minute, Rules: rules}).SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("placement controller: %w", err)
 			}
 			if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -58,5 +66,8 @@ func newPlacementControllerCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the leader election lease (default: $POD_NAMESPACE)")
+	cmd.Flags().StringVar(&management, "management-cluster", "", "NAMESPACE/NAME of the management cluster's own Cluster")
+	cmd.Flags().BoolVar(&rules.OnManagement, "on-management", false, "applications may run on the management cluster (values: applications.on_management)")
+	cmd.Flags().StringSliceVar(&rules.SelectorNamespaces, "selector-namespaces", nil, "namespaces, besides an application's own, whose Clusters its selector may match (values: applications.selector_namespaces)")
 	return cmd
 }

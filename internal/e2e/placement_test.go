@@ -104,7 +104,7 @@ func TestApplicationsArePlacedByCommits(t *testing.T) {
 	r.write(t, dir+"manifests/hello.yaml", strings.Replace(helloManifests, "FAIL_ON", "", 1))
 
 	// 1. On wl1: running there, absent from the management cluster.
-	r.write(t, dir+"application.yaml", helloApplication("    clusters: [wl1]\n"))
+	r.write(t, dir+"application.yaml", helloApplication("    clusters: [workload-clusters/wl1]\n"))
 	pushed = r.commit(t, "hello on wl1")
 	waitFor(t, 10*time.Minute, "hello running in wl1", func() bool { return available(wlkc) })
 	t.Logf("push -> hello running in wl1: %s", time.Since(pushed).Round(time.Second))
@@ -163,7 +163,7 @@ func TestApplicationsArePlacedByCommits(t *testing.T) {
 	})
 	t.Logf("push -> the missing cluster named, the two others Ready: %s", time.Since(pushed).Round(time.Second))
 	status := bootstrapOK(t, "status", env, "--repo", r.dir, "--age-key-file", r.key)
-	for _, want := range []string{"applications:", "cluster-init/hello: ready on 2 of 3 clusters", "workload-clusters/wl1: Ready", "nope: Missing (no Cluster nope)"} {
+	for _, want := range []string{"applications:", "cluster-init/hello: ready on 2 of 3 clusters", "workload-clusters/wl1: Ready", "cluster-init/nope: Missing (no Cluster nope in cluster-init"} {
 		if !strings.Contains(status, want) {
 			t.Errorf("status lacks %q:\n%s", want, status)
 		}

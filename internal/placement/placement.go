@@ -18,6 +18,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -108,6 +109,43 @@ type Reconciler struct {
 	// RequeueAfter is how often an application whose placements are not all ready is looked at
 	// again, besides the watches.
 	RequeueAfter time.Duration
+	Rules        Rules
+}
+
+// Rules are where the platform lets applications run (the values' `applications`). Tenants
+// create Clusters and label them: a tenant's cluster is chosen only by its full name, or by a
+// selector where the platform named its namespace, so that a tenant cannot draw the platform's
+// applications (and what they carry) onto its clusters, nor take another cluster's place.
+type Rules struct {
+	// Management is the management cluster's own Cluster; OnManagement, whether applications
+	// may run on it.
+	Management   client.ObjectKey
+	OnManagement bool
+	// SelectorNamespaces are the namespaces, besides the application's own, whose Clusters a
+	// selector may match.
+	SelectorNamespaces []string
+}
+
+// Key is the Cluster a name of placement.clusters means: namespace/name, or a name alone in the
+// application's namespace (never a match in whatever namespace has one).
+func Key(appNamespace, name string) client.ObjectKey {
+	if ns, n, ok := strings.Cut(name, "/"); ok {
+		return client.ObjectKey{Namespace: ns, Name: n}
+	}
+	return client.ObjectKey{Namespace: appNamespace, Name: name}
+}
+
+// Refuses says why an application may not run on a cluster, "" if it may.
+func (r Rules) Refuses(cluster client.ObjectKey) string {
+	if cluster == r.Management && !r.OnManagement {
+		return "applications do not run on the management cluster here (values: applications.on_management is false)"
+	}
+	return ""
+}
+
+// selects says whether a selector may match the Clusters of a namespace.
+func (r Rules) selects(appNamespace, namespace string) bool {
+	return namespace == appNamespace || slices.Contains(r.SelectorNamespaces, namespace)
 }
 
 // target is a cluster an application is wanted on.
@@ -152,7 +190,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(mapOf(app.Object["spec"]), &spec); err != nil {
 		return r.writeStatus(ctx, app, Status{Conditions: []metav1.Condition{condition(app, metav1.ConditionFalse, "InvalidSpec", err.Error())}})
 	}
-	targets, err := r.resolve(ctx, spec.Placement)
+	targets, err := r.resolve(ctx, app.GetNamespace(), spec.Placement)
 	if err != nil {
 		return r.writeStatus(ctx, app, Status{Conditions: []metav1.Condition{condition(app, metav1.ConditionFalse, "InvalidPlacement", err.Error())}})
 	}
@@ -208,11 +246,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // resolve turns a placement into clusters: each named one (found or not) and each the selector
-// matches, in a stable order.
-func (r *Reconciler) resolve(ctx context.Context, p Placement) ([]target, error) {
+// matches in the namespaces it may look at, in a stable order; the rules' refusals are missing
+// clusters with their reason.
+func (r *Reconciler) resolve(ctx context.Context, appNamespace string, p Placement) ([]target, error) {
 	all := &clusterv1.ClusterList{}
 	if err := r.Client.List(ctx, all); err != nil {
 		return nil, fmt.Errorf("list the Clusters: %w", err)
+	}
+	byKey := map[client.ObjectKey]*clusterv1.Cluster{}
+	for i := range all.Items {
+		byKey[client.ObjectKeyFromObject(&all.Items[i])] = &all.Items[i]
 	}
 	var out []target
 	seen := map[client.ObjectKey]bool{}
@@ -223,25 +266,21 @@ func (r *Reconciler) resolve(ctx context.Context, p Placement) ([]target, error)
 		}
 	}
 	for _, name := range p.Clusters {
-		ns, n, qualified := strings.Cut(name, "/")
-		if !qualified {
-			ns, n = "", name
-		}
-		var matches []clusterv1.Cluster
-		for _, c := range all.Items {
-			if c.Name == n && (ns == "" || c.Namespace == ns) {
-				matches = append(matches, c)
-			}
-		}
+		key := Key(appNamespace, name)
+		c, found := byKey[key]
 		switch {
-		case len(matches) == 0:
-			add(target{key: client.ObjectKey{Namespace: ns, Name: n}, missing: fmt.Sprintf("no Cluster %s", name)})
-		case len(matches) > 1:
-			add(target{key: client.ObjectKey{Namespace: ns, Name: n}, missing: fmt.Sprintf("%d Clusters are named %s: expected namespace/name", len(matches), n)})
-		case !matches[0].DeletionTimestamp.IsZero():
-			add(target{key: client.ObjectKeyFromObject(&matches[0]), missing: fmt.Sprintf("Cluster %s is being deleted", name)})
+		case !found:
+			missing := fmt.Sprintf("no Cluster %s", name)
+			if !strings.Contains(name, "/") {
+				missing = fmt.Sprintf("no Cluster %s in %s (another namespace's is named namespace/name)", name, appNamespace)
+			}
+			add(target{key: key, missing: missing})
+		case !c.DeletionTimestamp.IsZero():
+			add(target{key: key, missing: fmt.Sprintf("Cluster %s is being deleted", name)})
+		case r.Rules.Refuses(key) != "":
+			add(target{key: key, missing: r.Rules.Refuses(key)})
 		default:
-			add(target{key: client.ObjectKeyFromObject(&matches[0])})
+			add(target{key: key})
 		}
 	}
 	if p.Selector != nil {
@@ -253,8 +292,9 @@ func (r *Reconciler) resolve(ctx context.Context, p Placement) ([]target, error)
 			sel = labels.Everything()
 		}
 		for _, c := range all.Items {
-			if sel.Matches(labels.Set(c.Labels)) && c.DeletionTimestamp.IsZero() {
-				add(target{key: client.ObjectKeyFromObject(&c)})
+			key := client.ObjectKeyFromObject(&c)
+			if sel.Matches(labels.Set(c.Labels)) && c.DeletionTimestamp.IsZero() && r.Rules.selects(appNamespace, c.Namespace) && r.Rules.Refuses(key) == "" {
+				add(target{key: key})
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -18,8 +19,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"cluster-init.dev/cluster-init/internal/apply"
+	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/placement"
+	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/testenv"
+	"cluster-init.dev/cluster-init/internal/values"
 )
 
 type world struct {
@@ -113,7 +118,8 @@ func states(st placement.Status) string {
 // runs and the summed status at each step.
 func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 	kc := testenv.Start(t, "management")
-	w := &world{t: t, ctx: t.Context(), c: kc.Client, r: &placement.Reconciler{Client: kc.Client}}
+	w := &world{t: t, ctx: t.Context(), c: kc.Client, r: &placement.Reconciler{Client: kc.Client, Rules: placement.Rules{
+		Management: client.ObjectKey{Namespace: "cluster-init", Name: "management"}, OnManagement: true, SelectorNamespaces: []string{"workload-clusters"}}}}
 	for _, ns := range []string{"cluster-init", "workload-clusters"} {
 		if err := w.c.Create(w.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
@@ -132,7 +138,7 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 		"spec": map[string]any{
 			"sourceRef": map[string]any{"kind": "GitRepository", "name": "cluster-init"},
 			"path":      "./clusters/management/apps/hello/manifests",
-			"placement": map[string]any{"clusters": []any{"wl1"}},
+			"placement": map[string]any{"clusters": []any{"workload-clusters/wl1"}},
 		},
 	}}
 	if err := w.c.Create(w.ctx, app); err != nil {
@@ -198,7 +204,7 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 	// removed since every cluster that exists runs it.
 	w.place(map[string]any{"clusters": []any{"management", "nope"}})
 	st = w.reconcile()
-	if c := ready(st); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "nope missing (no Cluster nope)") {
+	if c := ready(st); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "cluster-init/nope missing (no Cluster nope in cluster-init") {
 		t.Errorf("a missing cluster: %+v", c)
 	}
 	if !w.exists("cluster-init", "hello-management") || w.exists("workload-clusters", "hello-wl1") {
@@ -226,7 +232,7 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 
 	// A Helm chart instead of manifests: a HelmRelease on wl1, through its kubeconfig, with the
 	// cluster's name in its values; the Kustomization of the manifests goes once it is Ready.
-	w.place(map[string]any{"clusters": []any{"wl1"}})
+	w.place(map[string]any{"clusters": []any{"workload-clusters/wl1"}})
 	w.reconcile()
 	w.flux("workload-clusters", "hello-wl1", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
 	app2 := w.app()
@@ -282,9 +288,125 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 	}
 }
 
+// A tenant's Clusters, named and labelled as the tenant likes, neither draw the platform's
+// applications (a selector sees the namespaces the values name; a name alone is the platform's)
+// nor displace them (a tenant's cluster named like the management cluster changes nothing); and
+// the management cluster runs them only where the values allow it.
+func TestATenantsClustersNeitherDrawNorDisplaceThePlatformsApplications(t *testing.T) {
+	kc := testenv.Start(t, "management")
+	rules := placement.Rules{Management: client.ObjectKey{Namespace: "cluster-init", Name: "management"}, SelectorNamespaces: []string{"workload-clusters"}}
+	w := &world{t: t, ctx: t.Context(), c: kc.Client, r: &placement.Reconciler{Client: kc.Client, Rules: rules}}
+	for _, ns := range []string{"cluster-init", "workload-clusters", "team-b"} {
+		if err := w.c.Create(w.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// team-b labels its clusters like the platform's, and names one like the management cluster.
+	for _, c := range []struct{ ns, name, env string }{
+		{"cluster-init", "management", "platform"}, {"workload-clusters", "wl1", "dev"},
+		{"team-b", "b-one", "dev"}, {"team-b", "management", "platform"},
+	} {
+		cl := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: c.name, Labels: map[string]string{"env": c.env}},
+			Spec: clusterv1.ClusterSpec{ControlPlaneRef: clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane", Name: c.name}}}
+		if err := w.c.Create(w.ctx, cl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps.cluster-init.dev/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"namespace": "cluster-init", "name": "hello"},
+		"spec": map[string]any{
+			"sourceRef": map[string]any{"kind": "GitRepository", "name": "cluster-init"},
+			"path":      "./clusters/management/apps/hello/manifests",
+			"placement": map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"env": "dev"}}},
+		},
+	}}
+	if err := w.c.Create(w.ctx, app); err != nil {
+		t.Fatal(err)
+	}
+
+	// By selector: wl1, whose namespace the values name; not team-b's b-one, labelled alike.
+	st := w.reconcile()
+	if got := states(st); got != "workload-clusters/wl1=Progressing" || !w.exists("workload-clusters", "hello-wl1") || w.exists("team-b", "hello-b-one") {
+		t.Errorf("a selector drew the application onto team-b's cluster: %s", got)
+	}
+	// By a name alone: a cluster of the platform's namespace, never a tenant's.
+	w.place(map[string]any{"clusters": []any{"b-one"}})
+	if c := ready(w.reconcile()); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "no Cluster b-one in cluster-init") || w.exists("team-b", "hello-b-one") {
+		t.Errorf("b-one by its name alone: %+v", c)
+	}
+	// The management cluster, where the values keep applications off it: refused, by name and by
+	// selector, and team-b's "management" is not taken for it.
+	w.place(map[string]any{"clusters": []any{"management"}})
+	if c := ready(w.reconcile()); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "applications.on_management is false") ||
+		w.exists("cluster-init", "hello-management") || w.exists("team-b", "hello-management") {
+		t.Errorf("on the management cluster, kept off by the values: %+v", c)
+	}
+	w.place(map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"env": "platform"}}})
+	if c := ready(w.reconcile()); c.Status != metav1.ConditionFalse || c.Reason != "NoCluster" || w.exists("cluster-init", "hello-management") || w.exists("team-b", "hello-management") {
+		t.Errorf("a selector matching the management cluster, kept off by the values: %+v", c)
+	}
+	// Allowed: the management cluster by its name, while team-b has a cluster of that name too.
+	w.r.Rules.OnManagement = true
+	w.place(map[string]any{"clusters": []any{"management"}})
+	if st := w.reconcile(); states(st) != "cluster-init/management=Progressing" || !w.exists("cluster-init", "hello-management") || w.exists("team-b", "hello-management") {
+		t.Errorf("the management cluster by its name, with team-b's namesake: %s", states(st))
+	}
+}
+
 func fromUnstructured(m map[string]any, into any) error {
 	if m == nil {
 		return nil
 	}
 	return runtime.DefaultUnstructuredConverter.FromUnstructured(m, into)
+}
+
+// The Applications committed under clusters/<mgmt>/apps are applied as applications-from-git:
+// Applications in the platform's namespace, nothing else (its Kustomization is not cluster-admin).
+func TestTheApplicationsDirectoryIsAppliedAsAnAccountThatWritesApplicationsOnly(t *testing.T) {
+	root := testenv.Checkout(t)
+	git := map[string]any{"type": "git", "url": "http://git.test/cluster-init.git", "ref": map[string]any{"branch": "main"}, "environment": "environment-values/kubeadm-capd"}
+	res, err := render.Render(t.Context(), root, "", render.Options{Env: testenv.Environment(t, root, "kubeadm-capd"), Context: render.ContextManagement,
+		Source: git, State: []values.Layer{managementstate.State{SelfManaged: true}.Layer()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := testenv.Start(t, "management")
+	if err := kc.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cluster-init"}}); err != nil {
+		t.Fatal(err)
+	}
+	var rbac []*unstructured.Unstructured
+	for _, o := range res.Objects {
+		if o.Unit == "applications" && (o.Object.GroupVersionKind().Group == "rbac.authorization.k8s.io" || o.Object.GetKind() == "ServiceAccount") {
+			rbac = append(rbac, o.Object)
+		}
+	}
+	if _, err := apply.New(kc).Apply(t.Context(), rbac); err != nil {
+		t.Fatal(err)
+	}
+	const account = "system:serviceaccount:cluster-init:applications-from-git"
+	for _, q := range []struct {
+		verb, group, resource, ns string
+		allowed                   bool
+	}{
+		{"create", "apps.cluster-init.dev", "applications", "cluster-init", true},
+		{"delete", "apps.cluster-init.dev", "applications", "cluster-init", true},
+		{"create", "apps.cluster-init.dev", "applications", "workload-clusters", false},
+		{"create", "kustomize.toolkit.fluxcd.io", "kustomizations", "cluster-init", false},
+		{"create", "helm.toolkit.fluxcd.io", "helmreleases", "cluster-init", false},
+		{"create", "apps", "deployments", "cluster-init", false},
+		{"get", "", "secrets", "cluster-init", false},
+		{"create", "rbac.authorization.k8s.io", "clusterrolebindings", "", false},
+		{"create", "", "namespaces", "", false},
+	} {
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: account,
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:cluster-init"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: q.verb, Group: q.group, Resource: q.resource, Namespace: q.ns}}}
+		if err := kc.Client.Create(t.Context(), review); err != nil {
+			t.Fatal(err)
+		}
+		if review.Status.Allowed != q.allowed {
+			t.Errorf("can applications-from-git %s %s.%s in %q: %t, want %t", q.verb, q.resource, q.group, q.ns, review.Status.Allowed, q.allowed)
+		}
+	}
 }

@@ -610,7 +610,7 @@ func TestApplicationsArePlacedFromGit(t *testing.T) {
 			containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
 			c := containers[0].(map[string]any)
 			args, _, _ := unstructured.NestedStringSlice(c, "args")
-			if c["image"] != "cluster-init/bootstrap:v0.1.0" || !slices.Equal(args, []string{"placement-controller"}) || obj.GetNamespace() != "cluster-init" {
+			if c["image"] != "cluster-init/bootstrap:v0.1.0" || !slices.Equal(args, []string{"placement-controller", "--management-cluster=cluster-init/management", "--on-management=true", "--selector-namespaces=cluster-init"}) || obj.GetNamespace() != "cluster-init" {
 				t.Errorf("placement controller: image %v, args %v, namespace %s", c["image"], args, obj.GetNamespace())
 			}
 		case "Kustomization/applications-from-git":
@@ -618,11 +618,33 @@ func TestApplicationsArePlacedFromGit(t *testing.T) {
 			if path != "./clusters/management/apps" {
 				t.Errorf("the applications are read from %s", path)
 			}
+			// Applied as the platform's account that writes Applications, not as the controller.
+			if sa, _, _ := unstructured.NestedString(obj.Object, "spec", "serviceAccountName"); sa != "applications-from-git" {
+				t.Errorf("the applications are applied as %q", sa)
+			}
 		}
 	}
-	for _, want := range []string{"CustomResourceDefinition/applications.apps.cluster-init.dev", "Deployment/placement-controller", "Kustomization/applications-from-git", "ClusterRole/cluster-init-placement-controller"} {
+	for _, want := range []string{"CustomResourceDefinition/applications.apps.cluster-init.dev", "Deployment/placement-controller", "Kustomization/applications-from-git", "ClusterRole/cluster-init-placement-controller",
+		"Role/applications-from-git", "RoleBinding/applications-from-git", "ServiceAccount/applications-from-git"} {
 		if !found[want] {
 			t.Errorf("unit applications lacks %s: %v", want, found)
+		}
+	}
+	// The values' rules reach the controller: tenants' namespaces for selectors, the management
+	// cluster kept off.
+	res, err = render.Render(t.Context(), root, kubeVersion(t, root), render.Options{Env: env, Context: render.ContextManagement,
+		Source: git, State: []values.Layer{managementstate.State{SelfManaged: true}.Layer()},
+		Overrides: []values.Layer{values.FromMap("(test)", map[string]any{"applications": map[string]any{"on_management": false, "selector_namespaces": []any{"team-b", "cluster-init"}}})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range res.Objects {
+		if o.Unit == "applications" && o.Object.GetKind() == "Deployment" {
+			containers, _, _ := unstructured.NestedSlice(o.Object.Object, "spec", "template", "spec", "containers")
+			args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+			if !slices.Equal(args[2:], []string{"--on-management=false", "--selector-namespaces=cluster-init,team-b"}) {
+				t.Errorf("the controller's rules from the values: %v", args)
+			}
 		}
 	}
 	// Without git there are no commits to place applications from.

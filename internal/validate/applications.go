@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/kustomize"
 	"cluster-init.dev/cluster-init/internal/names"
@@ -22,9 +23,9 @@ import (
 
 // applications validates the Applications committed for the management cluster (what its
 // applications unit applies from clusters/<name>/apps), as far as the checkout can tell: each
-// names clusters of this management cluster (clusters, namespace/name: the management cluster's
-// own and the committed workload clusters), and its manifests build as Flux will build them for
-// each cluster. A selector is left to the controller: the clusters' labels are the cluster's.
+// names clusters of this management cluster (the management cluster's own and the committed
+// workload clusters: a name alone in the platform's namespace, namespace/name elsewhere) where the
+// values let applications run, and its manifests build as Flux will build them for each cluster. A selector is left to the controller: the clusters' labels are the cluster's.
 func applications(ctx context.Context, repoRoot string, management *render.Result, clusters []string, problems *findings) {
 	var fromGit *unstructured.Unstructured
 	for _, o := range management.Objects {
@@ -59,6 +60,8 @@ func applications(ctx context.Context, repoRoot string, management *render.Resul
 		problems.add("applications", fmt.Sprintf("%s does not build: %v", path, err))
 		return
 	}
+	rules := placement.Rules{Management: client.ObjectKey{Namespace: names.Namespace, Name: management.Settings.Cluster.Name},
+		OnManagement: management.Settings.Applications.OnManagement}
 	for _, o := range objs {
 		if o.GroupVersionKind() != placement.GVK {
 			continue
@@ -71,8 +74,12 @@ func applications(ctx context.Context, repoRoot string, management *render.Resul
 			continue
 		}
 		for _, name := range spec.Placement.Clusters {
-			if _, ok := knownCluster(clusters, name); !ok {
-				problems.add(target, fmt.Sprintf("placement.clusters: %q is not a cluster of this management cluster: expected one of %s (name, or namespace/name)", name, strings.Join(clusters, ", ")))
+			key := placement.Key(names.Namespace, name)
+			if !slices.Contains(clusters, key.String()) {
+				problems.add(target, fmt.Sprintf("placement.clusters: %q is not a cluster of this management cluster: expected one of %s (a name alone is a cluster of namespace %s; another namespace's is namespace/name)",
+					name, strings.Join(clusters, ", "), names.Namespace))
+			} else if why := rules.Refuses(key); why != "" {
+				problems.add(target, fmt.Sprintf("placement.clusters: %q: %s", name, why))
 			}
 		}
 		if spec.SourceRef.Name != "" && spec.SourceRef.Name != names.SourceRepository {
@@ -107,22 +114,4 @@ func applications(ctx context.Context, repoRoot string, management *render.Resul
 			problems.add(target, fmt.Sprintf("spec.path %s does not build: %v", spec.Path, err))
 		}
 	}
-}
-
-// knownCluster finds name (a name, or namespace/name) among the clusters (namespace/name): the
-// only one of that name, or the one of that namespace.
-func knownCluster(clusters []string, name string) (string, bool) {
-	if strings.Contains(name, "/") {
-		return name, slices.Contains(clusters, name)
-	}
-	var found []string
-	for _, c := range clusters {
-		if strings.HasSuffix(c, "/"+name) {
-			found = append(found, c)
-		}
-	}
-	if len(found) != 1 {
-		return "", false
-	}
-	return found[0], true
 }

@@ -173,6 +173,9 @@ func TestApplicationsOfTheCheckoutAreValidated(t *testing.T) {
 	write("clusters/management/apps/good/manifests/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hello-${CLUSTER_NAME}\n  namespace: default\n")
 	app("typo", "[wl2]")
 	write("clusters/management/apps/typo/manifests/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hello\n  namespace: default\n")
+	// A tenant's cluster by its name alone: a name alone is the platform's namespace's.
+	app("bare", "[wl1]")
+	write("clusters/management/apps/bare/manifests/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: hello\n  namespace: default\n")
 	app("broken", "[management]")
 	write("clusters/management/apps/nochart/kustomization.yaml", "resources: [application.yaml]\n")
 	write("clusters/management/apps/nochart/application.yaml", "apiVersion: apps.cluster-init.dev/v1alpha1\nkind: Application\nmetadata:\n  name: nochart\n"+
@@ -189,13 +192,21 @@ func TestApplicationsOfTheCheckoutAreValidated(t *testing.T) {
 		`application typo: placement.clusters: "wl2" is not a cluster of this management cluster: expected one of cluster-init/management, workload-clusters/wl1`,
 		"application broken: spec.path ./clusters/management/apps/broken/manifests does not build",
 		"application nochart: spec.chart.path: ./charts/nothing-here is not a Helm chart of the checkout (no Chart.yaml)",
+		`application bare: placement.clusters: "wl1" is not a cluster of this management cluster`,
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("the problems lack %q:\n%s", want, msg)
 		}
 	}
-	if strings.Contains(msg, "application good") || strings.Count(msg, "\n") != 2 {
-		t.Errorf("want exactly the three problems:\n%s", msg)
+	if strings.Contains(msg, "application good") || strings.Count(msg, "\n") != 3 {
+		t.Errorf("want exactly the four problems:\n%s", msg)
+	}
+
+	// Where the values keep applications off the management cluster, placing one there is a problem.
+	_, err = validate.Environment(t.Context(), r, repo, render.Options{Env: testenv.Environment(t, root, "kubeadm-capd"), Source: git,
+		Overrides: []values.Layer{values.FromMap("(test)", map[string]any{"applications": map[string]any{"on_management": false}})}})
+	if err == nil || !strings.Contains(err.Error(), `placement.clusters: "management": applications do not run on the management cluster here`) {
+		t.Errorf("an application on the management cluster, where the values keep them off: %v", err)
 	}
 }
 

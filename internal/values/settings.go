@@ -21,6 +21,13 @@ type Settings struct {
 	RegistryMirrors  RegistryMirrors          `json:"registry_mirrors"`
 	Source           SourceSettings           `json:"source"`
 	ClusterInitImage string                   `json:"cluster_init_image"`
+	Applications     ApplicationsSettings     `json:"applications"`
+}
+
+// ApplicationsSettings are where the Applications may run (`applications`).
+type ApplicationsSettings struct {
+	OnManagement       bool     `json:"on_management"`
+	SelectorNamespaces []string `json:"selector_namespaces"`
 }
 
 // ClusterSettings is the cluster the release defines (`cluster`).
