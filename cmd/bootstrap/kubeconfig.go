@@ -27,15 +27,7 @@ workload_clusters.tenants.<namespace>.readers_group), give --namespace, their te
 kubeconfig is never printed.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w, err := g.open(args[0])
-			if err != nil {
-				return err
-			}
-			v, err := w.settings()
-			if err != nil {
-				return err
-			}
-			clusters, err := w.statusClusters(v, kubeconfig, kubeContext)
+			w, _, clusters, err := g.openClusters(args[0], kubeconfig, kubeContext)
 			if err != nil {
 				return err
 			}

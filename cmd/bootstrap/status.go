@@ -32,15 +32,7 @@ and in its management cluster once the pivot wrote its kubeconfig (both while th
 cluster is kept). It reads only the names it needs from the values, and works whatever they are.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w, err := g.open(args[0])
-			if err != nil {
-				return err
-			}
-			v, err := w.settings()
-			if err != nil {
-				return err
-			}
-			clusters, err := w.statusClusters(v, kubeconfig, kubeContext)
+			w, v, clusters, err := g.openClusters(args[0], kubeconfig, kubeContext)
 			if err != nil {
 				return err
 			}
@@ -80,6 +72,21 @@ cluster is kept). It reads only the names it needs from the values, and works wh
 func addKubeconfigFlags(cmd *cobra.Command, kubeconfig, kubeContext *string, what string) {
 	cmd.Flags().StringVar(kubeconfig, "kubeconfig", "", what)
 	cmd.Flags().StringVar(kubeContext, "kube-context", "", "the context of the kubeconfig to use (default: its current context)")
+}
+
+// openClusters opens the environment and connects to the clusters that hold its units
+// (statusClusters).
+func (g *globals) openClusters(env, kubeconfig, kubeContext string) (*workspace, values.Settings, []*kube.Cluster, error) {
+	w, err := g.open(env)
+	if err != nil {
+		return nil, values.Settings{}, nil, err
+	}
+	v, err := w.settings()
+	if err != nil {
+		return nil, values.Settings{}, nil, err
+	}
+	clusters, err := w.statusClusters(v, kubeconfig, kubeContext)
+	return w, v, clusters, err
 }
 
 // statusClusters are the clusters that hold the environment's units: the one given, else the

@@ -60,6 +60,9 @@ type hostileCommit struct {
 	release string
 	// neutralized, if set, is a HelmRelease that is applied with the platform's valuesFrom only.
 	neutralized string
+	// leftOut: the tenant's source leaves the files out (kustomization files), so the commit is
+	// applied as nothing: its revision applied, Ready, and no object made.
+	leftOut bool
 }
 
 func hostileCommits() []hostileCommit {
@@ -95,10 +98,12 @@ func hostileCommits() []hostileCommit {
 			shows: []string{"exceeded quota"}, release: "b-two-cluster"},
 		{class: "400 workers", files: map[string]string{"x/cluster.yaml": strings.Replace(workloadCluster("wlx", "", ""), "      workers:\n        replicas: 1\n", "      workers:\n        replicas: 400\n", 1)},
 			shows: []string{"spec.values.cluster.workers"}},
-		{class: "a remote base", files: map[string]string{"kustomization.yaml": "resources:\n  - https://git.example/evil//base?ref=main\n"},
-			shows: []string{"remote", "no such file", "not a valid directory", "must build", "not exist"}},
-		{class: "a ../ path to the platform's values", files: map[string]string{"kustomization.yaml": "configMapGenerator:\n  - name: leak\n    files:\n      - ../../../environment-values/kubeadm-capd/values.yaml\n"},
-			shows: []string{"no such file", "not exist", "security", "outside"}},
+		// Kustomization files never reach kustomize-controller (it would fetch a remote resource
+		// from inside the cluster even with --no-remote-bases): had this one been read, the
+		// build would fail on the unknown host.
+		{class: "a remote base", files: map[string]string{"kustomization.yaml": "resources:\n  - https://git.example/evil//base?ref=main\n"}, leftOut: true},
+		{class: "a remote resource", files: map[string]string{"x/kustomization.yaml": "resources:\n  - https://git.example/evil/objects.yaml\n"}, leftOut: true},
+		{class: "a ../ path to the platform's values", files: map[string]string{"kustomization.yaml": "configMapGenerator:\n  - name: leak\n    files:\n      - ../../../environment-values/kubeadm-capd/values.yaml\n"}, leftOut: true},
 		{class: "an object in another namespace", files: map[string]string{"x/crb.yaml": "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: pwned\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects: [{kind: ServiceAccount, name: tenant, namespace: workload-clusters}]\n"},
 			shows: []string{"forbidden"}},
 		{class: "its own admission parameters", files: map[string]string{"x/params.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cluster-init-tenant\ndata:\n  workers_replicas: \"1000\"\n"},
@@ -169,16 +174,24 @@ func TestAHostileTenantIsRefused(t *testing.T) {
 			out := kubectlQuiet(kc, "-n", tenant, "get", "kustomization", "workload-clusters", "-o",
 				`jsonpath={.status.lastAttemptedRevision}{"\n"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{.status.conditions[?(@.type=="Ready")].message}`)
 			lines := strings.SplitN(out, "\n", 3)
-			if len(lines) < 3 || !strings.HasSuffix(lines[0], sha) || lines[1] != "False" {
+			want := map[bool]string{true: "True", false: "False"}[h.leftOut]
+			if len(lines) < 3 || !strings.HasSuffix(lines[0], sha) || lines[1] != want {
 				return false
 			}
 			message = lines[2]
 			return true
 		})
-		if h.neutralized == "" && !slices.ContainsFunc(h.shows, func(s string) bool { return strings.Contains(message, s) }) {
+		if h.leftOut {
+			if got := kubectlQuiet(kc, "-n", tenant, "get", "helmreleases,configmaps", "-l", "!cluster-init.dev/platform", "-o", "name"); strings.Contains(got, "leak") || strings.Contains(got, "helmrelease") {
+				t.Errorf("%s: left out, but the tenant's namespace has %s", h.class, got)
+			}
+			t.Logf("%-50s left out in %4.1fs: %.160s", h.class, time.Since(pushed).Seconds(), message)
+		} else if h.neutralized == "" && !slices.ContainsFunc(h.shows, func(s string) bool { return strings.Contains(message, s) }) {
 			t.Errorf("%s: refused, but the message names none of %q: %s", h.class, h.shows, message)
 		}
-		t.Logf("%-50s refused in %4.1fs: %.160s", h.class, time.Since(pushed).Seconds(), message)
+		if !h.leftOut {
+			t.Logf("%-50s refused in %4.1fs: %.160s", h.class, time.Since(pushed).Seconds(), message)
+		}
 		// Undo it for the next one.
 		for rel := range h.files {
 			target := filepath.Join(dir, rel)
@@ -190,9 +203,15 @@ func TestAHostileTenantIsRefused(t *testing.T) {
 		r.commit(t, "undo: "+h.class)
 	}
 	fetchTenantSources(t, kc)
+	var states []string
 	waitFor(t, 3*time.Minute, "the tenants' Kustomizations Ready again", func() bool {
-		return kubectlQuiet(kc, "get", "kustomization", "-A", "-l", "app.kubernetes.io/part-of=cluster-init", "--field-selector", "metadata.name=workload-clusters",
-			"-o", `jsonpath={.items[*].status.conditions[?(@.type=="Ready")].status}`) == "True True True"
+		states = nil
+		for _, ns := range tenantNamespaces {
+			states = append(states, ns+": "+kubectlQuiet(kc, "-n", ns, "get", "kustomization", "workload-clusters",
+				"-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].message}`))
+		}
+		t.Logf("the tenants' Kustomizations: %s", strings.Join(states, "; "))
+		return !slices.ContainsFunc(states, func(s string) bool { return !strings.Contains(s, ": True ") })
 	})
 
 	// Nothing outside the tenants' namespaces came or went; the management cluster's machines and
@@ -229,6 +248,9 @@ func TestAHostileTenantIsRefused(t *testing.T) {
 
 	theirOwnRepository(t, kc, r, teamC)
 }
+
+// tenantNamespaces are the tenants of the test.
+var tenantNamespaces = []string{"workload-clusters", "team-b", "team-c"}
 
 // teamCRepository is the git server's repository of team-c, a tenant with a repository of its own.
 const teamCRepository = "team-c"
@@ -346,7 +368,7 @@ func theirOwnRepository(t *testing.T, kc string, platform, c *repository) {
 func fetchTenantSources(t *testing.T, kc string) {
 	t.Helper()
 	now := time.Now().Format(time.RFC3339Nano)
-	for _, ns := range []string{"workload-clusters", "team-b", "team-c"} {
+	for _, ns := range tenantNamespaces {
 		kubectlQuiet(kc, "-n", "cluster-init", "annotate", "--overwrite", "gitrepository", "tenant-"+ns, "reconcile.fluxcd.io/requestedAt="+now)
 	}
 }

@@ -53,6 +53,41 @@ func (w *world) status() placement.Status {
 	return st
 }
 
+// cluster is a Cluster of the test, labelled env=<env>.
+type cluster struct{ ns, name, env string }
+
+// clusters creates the Clusters, and their namespaces.
+func (w *world) clusters(cs []cluster) {
+	w.t.Helper()
+	for _, c := range cs {
+		if err := w.c.Create(w.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.ns}}); client.IgnoreAlreadyExists(err) != nil {
+			w.t.Fatal(err)
+		}
+		cl := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: c.name, Labels: map[string]string{"env": c.env}},
+			Spec: clusterv1.ClusterSpec{ControlPlaneRef: clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane", Name: c.name}}}
+		if err := w.c.Create(w.ctx, cl); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+}
+
+// create creates the application hello, of the platform, with the placement p.
+func (w *world) create(p map[string]any) {
+	w.t.Helper()
+	app := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps.cluster-init.dev/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"namespace": "cluster-init", "name": "hello"},
+		"spec": map[string]any{
+			"sourceRef": map[string]any{"kind": "GitRepository", "name": "cluster-init"},
+			"path":      "./clusters/management/apps/hello/manifests",
+			"placement": p,
+		},
+	}}
+	if err := w.c.Create(w.ctx, app); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
 func (w *world) app() *unstructured.Unstructured {
 	w.t.Helper()
 	app := &unstructured.Unstructured{}
@@ -120,30 +155,8 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 	kc := testenv.Start(t, "management")
 	w := &world{t: t, ctx: t.Context(), c: kc.Client, r: &placement.Reconciler{Client: kc.Client, Rules: placement.Rules{
 		Management: client.ObjectKey{Namespace: "cluster-init", Name: "management"}, OnManagement: true, SelectorNamespaces: []string{"workload-clusters"}}}}
-	for _, ns := range []string{"cluster-init", "workload-clusters"} {
-		if err := w.c.Create(w.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, c := range []struct{ ns, name, env string }{{"cluster-init", "management", "platform"}, {"workload-clusters", "wl1", "dev"}} {
-		cl := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: c.name, Labels: map[string]string{"env": c.env}},
-			Spec: clusterv1.ClusterSpec{ControlPlaneRef: clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane", Name: c.name}}}
-		if err := w.c.Create(w.ctx, cl); err != nil {
-			t.Fatal(err)
-		}
-	}
-	app := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apps.cluster-init.dev/v1alpha1", "kind": "Application",
-		"metadata": map[string]any{"namespace": "cluster-init", "name": "hello"},
-		"spec": map[string]any{
-			"sourceRef": map[string]any{"kind": "GitRepository", "name": "cluster-init"},
-			"path":      "./clusters/management/apps/hello/manifests",
-			"placement": map[string]any{"clusters": []any{"workload-clusters/wl1"}},
-		},
-	}}
-	if err := w.c.Create(w.ctx, app); err != nil {
-		t.Fatal(err)
-	}
+	w.clusters([]cluster{{"cluster-init", "management", "platform"}, {"workload-clusters", "wl1", "dev"}})
+	w.create(map[string]any{"clusters": []any{"workload-clusters/wl1"}})
 
 	// On wl1: its Kustomization, in wl1's namespace, through wl1's kubeconfig, from the app's source.
 	st := w.reconcile()
@@ -296,34 +309,10 @@ func TestATenantsClustersNeitherDrawNorDisplaceThePlatformsApplications(t *testi
 	kc := testenv.Start(t, "management")
 	rules := placement.Rules{Management: client.ObjectKey{Namespace: "cluster-init", Name: "management"}, SelectorNamespaces: []string{"workload-clusters"}}
 	w := &world{t: t, ctx: t.Context(), c: kc.Client, r: &placement.Reconciler{Client: kc.Client, Rules: rules}}
-	for _, ns := range []string{"cluster-init", "workload-clusters", "team-b"} {
-		if err := w.c.Create(w.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// team-b labels its clusters like the platform's, and names one like the management cluster.
-	for _, c := range []struct{ ns, name, env string }{
-		{"cluster-init", "management", "platform"}, {"workload-clusters", "wl1", "dev"},
-		{"team-b", "b-one", "dev"}, {"team-b", "management", "platform"},
-	} {
-		cl := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: c.name, Labels: map[string]string{"env": c.env}},
-			Spec: clusterv1.ClusterSpec{ControlPlaneRef: clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane", Name: c.name}}}
-		if err := w.c.Create(w.ctx, cl); err != nil {
-			t.Fatal(err)
-		}
-	}
-	app := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apps.cluster-init.dev/v1alpha1", "kind": "Application",
-		"metadata": map[string]any{"namespace": "cluster-init", "name": "hello"},
-		"spec": map[string]any{
-			"sourceRef": map[string]any{"kind": "GitRepository", "name": "cluster-init"},
-			"path":      "./clusters/management/apps/hello/manifests",
-			"placement": map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"env": "dev"}}},
-		},
-	}}
-	if err := w.c.Create(w.ctx, app); err != nil {
-		t.Fatal(err)
-	}
+	w.clusters([]cluster{{"cluster-init", "management", "platform"}, {"workload-clusters", "wl1", "dev"},
+		{"team-b", "b-one", "dev"}, {"team-b", "management", "platform"}})
+	w.create(map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"env": "dev"}}})
 
 	// By selector: wl1, whose namespace the values name; not team-b's b-one, labelled alike.
 	st := w.reconcile()

@@ -18,6 +18,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fluxcd/pkg/sourceignore"
 	yamlv3 "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -37,6 +38,8 @@ type Tenant struct {
 	// Repository is the URL of the tenant's own repository, "" when its directory is in the
 	// platform's; Checkout the directory its clusters are read from ("": not at hand).
 	Repository, Checkout string
+	// Ignore are the ignore rules of its source (what source-controller leaves out of its artifact).
+	Ignore string
 	// Platform is what its clusters share with the management cluster (a valuesFrom layer).
 	Platform values.Layer
 	// Params are its parameters of the admission policy (ConfigMap names.TenantParamsConfigMap).
@@ -86,9 +89,12 @@ func Read(ctx context.Context, repoRoot string, management *render.Result, tenan
 	for _, t := range p.Tenants {
 		t.Checkout = repoRoot
 		for _, o := range management.Objects {
-			if o.Object.GetKind() == "GitRepository" && o.Object.GetLabels()[names.TenantLabel] == t.Namespace && o.Object.GetLabels()[names.RepositoryLabel] == names.TenantRepository {
-				t.Repository, _, _ = unstructured.NestedString(o.Object.Object, "spec", "url")
-				t.Checkout = tenantCheckouts[t.Namespace]
+			if o.Object.GetKind() == "GitRepository" && o.Object.GetLabels()[names.TenantLabel] == t.Namespace {
+				t.Ignore, _, _ = unstructured.NestedString(o.Object.Object, "spec", "ignore")
+				if o.Object.GetLabels()[names.RepositoryLabel] == names.TenantRepository {
+					t.Repository, _, _ = unstructured.NestedString(o.Object.Object, "spec", "url")
+					t.Checkout = tenantCheckouts[t.Namespace]
+				}
 			}
 			if o.Object.GetKind() == "ConfigMap" && o.Object.GetNamespace() == t.Namespace && o.Object.GetName() == names.TenantParamsConfigMap {
 				t.Params = o.Object
@@ -107,8 +113,9 @@ func Read(ctx context.Context, repoRoot string, management *render.Result, tenan
 		return nil, err
 	}
 
-	// The tenants' directories, as kustomize-controller builds them: each from an artifact that
-	// holds its directory alone (the tenant's source ignores the rest of the repository).
+	// The tenants' directories, as kustomize-controller builds them: each from its artifact, what
+	// the rules of the tenant's source keep of the checkout (its directory alone, no kustomization
+	// file).
 	var problems []string
 	for ns := range tenantCheckouts {
 		if !slices.ContainsFunc(p.Tenants, func(t *Tenant) bool { return t.Namespace == ns && t.Repository != "" }) {
@@ -124,10 +131,13 @@ func Read(ctx context.Context, repoRoot string, management *render.Result, tenan
 		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 			continue // no workload cluster committed yet
 		}
-		built, err := buildAlone(ctx, repoRoot, t)
+		built, leftOut, err := buildArtifact(ctx, repoRoot, t)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", strings.TrimPrefix(t.Path, "./"), err))
 			continue
+		}
+		for _, f := range leftOut {
+			problems = append(problems, fmt.Sprintf("%s: never read: a tenant's directory is plain manifests, which the platform lists itself (its source leaves out every kustomization file: no remote resource, generator or path out of the directory); expected HelmRelease files only", f))
 		}
 		files, err := releaseFiles(repoRoot, dir)
 		if err != nil {
@@ -154,22 +164,55 @@ func Read(ctx context.Context, repoRoot string, management *render.Result, tenan
 	return p, nil
 }
 
-// buildAlone builds a tenant's Kustomization from a copy of its directory alone.
-func buildAlone(ctx context.Context, repoRoot string, t *Tenant) ([]*unstructured.Unstructured, error) {
+// buildArtifact builds a tenant's Kustomization as kustomize-controller does: from its artifact,
+// the files of its directory of the checkout that the ignore rules of its source keep (as
+// source-controller applies them). leftOut are the manifests and kustomization files of the
+// directory that the rules leave out, relative to the checkout.
+func buildArtifact(ctx context.Context, repoRoot string, t *Tenant) (objs []*unstructured.Unstructured, leftOut []string, err error) {
 	snap, err := os.MkdirTemp("", "cluster-init-tenant-")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer os.RemoveAll(snap)
+	ignored := sourceignore.NewDefaultMatcher(sourceignore.ReadPatterns(strings.NewReader(t.Ignore), nil), nil)
 	rel := filepath.Clean(t.Path)
-	if err := source.CopyTree(filepath.Join(repoRoot, rel), filepath.Join(snap, rel)); err != nil {
-		return nil, fmt.Errorf("the workload clusters of the checkout: %w", err)
+	err = filepath.WalkDir(filepath.Join(repoRoot, rel), func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		r, err := filepath.Rel(repoRoot, path)
+		if err != nil {
+			return err
+		}
+		if r != "." && ignored.Match(strings.Split(filepath.ToSlash(r), "/"), e.IsDir()) {
+			if e.IsDir() {
+				return filepath.SkipDir
+			}
+			if ext := filepath.Ext(r); ext == ".yaml" || ext == ".yml" || e.Name() == "Kustomization" {
+				leftOut = append(leftOut, filepath.ToSlash(r))
+			}
+			return nil
+		}
+		if e.IsDir() || !e.Type().IsRegular() {
+			return nil
+		}
+		if err := os.MkdirAll(filepath.Join(snap, filepath.Dir(r)), 0o755); err != nil {
+			return err
+		}
+		return source.CopyTree(path, filepath.Join(snap, r))
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("the workload clusters of the checkout: %w", err)
 	}
 	b, err := kustomize.NewBuilder(snap)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return b.Build(ctx, t.Kustomization)
+	if _, err := os.Stat(filepath.Join(snap, rel)); errors.Is(err, fs.ErrNotExist) {
+		return nil, leftOut, nil // nothing of the directory is in the artifact
+	}
+	objs, err = b.Build(ctx, t.Kustomization)
+	return objs, leftOut, err
 }
 
 type releaseFile struct {

@@ -22,6 +22,9 @@ import (
 	"cluster-init.dev/cluster-init/internal/workloads"
 )
 
+// kustomizationFiles are the ignore rules that leave every kustomization file out of a tenant's artifact.
+const kustomizationFiles = "kustomization.yaml\nkustomization.yml\nKustomization"
+
 // gitSource is what bootstrap --source git gives the management cluster.
 var gitSource = map[string]any{"type": "git", "url": "http://git.test/cluster-init.git", "ref": map[string]any{"branch": "main"},
 	"secret_ref": "cluster-init-git-auth", "environment": "environment-values/kubeadm-capd"}
@@ -180,16 +183,22 @@ func TestATenantsKustomizationStaysInItsDirectory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err := workloads.Read(t.Context(), repo, mgmt, nil)
+	p, err := workloads.Read(t.Context(), repo, mgmt, nil)
 	t.Logf("refused: %v", err)
-	if err == nil || !strings.Contains(err.Error(), "clusters/management/workload-clusters: ") || strings.Contains(err.Error(), "not found in a file") {
+	if err == nil || !strings.Contains(err.Error(), "clusters/management/workload-clusters/escape/kustomization.yaml: never read: a tenant's directory is plain manifests") || strings.Contains(err.Error(), "not found in a file") {
 		t.Fatalf("a kustomization reaching ../../team-b: %v", err)
 	}
-	// The tenant's source ignores everything but its directory.
+	// What the cluster builds of the directory: nothing of team-b's.
+	for _, c := range p.Clusters {
+		if c.Tenant.Namespace == "workload-clusters" {
+			t.Errorf("the default tenant's directory built %s (%s)", c.Name, c.File)
+		}
+	}
+	// The tenant's source ignores everything but its directory, and every kustomization file.
 	for _, o := range mgmt.Objects {
 		if o.Object.GetKind() == "GitRepository" && o.Object.GetName() == "tenant-workload-clusters" {
 			ignore, _, _ := unstructured.NestedString(o.Object.Object, "spec", "ignore")
-			if want := "/*\n!/clusters/\n/clusters/*\n!/clusters/management/\n/clusters/management/*\n!/clusters/management/workload-clusters/"; ignore != want {
+			if want := "/*\n!/clusters/\n/clusters/*\n!/clusters/management/\n/clusters/management/*\n!/clusters/management/workload-clusters/\n" + kustomizationFiles; ignore != want {
 				t.Errorf("ignore %q, want %q", ignore, want)
 			}
 			return
@@ -311,12 +320,12 @@ workload_clusters:
 	}
 	a := spec("tenant-team-a")
 	if a["url"] != "https://git.example/team-a/clusters.git" || !reflect.DeepEqual(a["ref"], map[string]any{"branch": "main"}) ||
-		!reflect.DeepEqual(a["secretRef"], map[string]any{"name": "tenant-team-a-git"}) || a["ignore"] != nil {
+		!reflect.DeepEqual(a["secretRef"], map[string]any{"name": "tenant-team-a-git"}) || a["ignore"] != kustomizationFiles {
 		t.Errorf("team-a's source: %v, want its repository, branch main, its Secret and all of it", a)
 	}
 	c := spec("tenant-team-c")
 	if c["url"] != "https://git.example/team-c/infra.git" || !reflect.DeepEqual(c["ref"], map[string]any{"tag": "v1"}) ||
-		c["secretRef"] != nil || c["interval"] != "5m" || c["ignore"] != "/*\n!/clusters/" {
+		c["secretRef"] != nil || c["interval"] != "5m" || c["ignore"] != "/*\n!/clusters/\n"+kustomizationFiles {
 		t.Errorf("team-c's source: %v, want its repository at tag v1, no credentials, its directory alone", c)
 	}
 	wl := spec("tenant-workload-clusters")

@@ -144,15 +144,19 @@ workload-clusters.readersRole: the Role, in a tenant's namespace, of the tenant'
 {{- define "workload-clusters.readersRole" -}}tenant-readers{{- end -}}
 
 {{/*
-workload-clusters.onlyPath: source-controller's ignore rules (.gitignore syntax) that leave in an
-artifact the directory at $path and nothing else: what a tenant's kustomization.yaml can reach,
-`../` included, is its own directory. Input: the path (./a/b/c); none for the whole repository (./).
+workload-clusters.sourceIgnore: source-controller's ignore rules (.gitignore syntax) of a tenant's
+artifact. It holds the tenant's directory at $path and nothing else, so that nothing it builds
+reaches another directory; and no kustomization file anywhere, so that the directory is plain
+manifests that kustomize-controller lists itself: no remote resource (kustomize fetches those
+over HTTP even with --no-remote-bases, from inside the cluster, and shows what it got in the
+status the tenant reads), no generator, no path out. Input: the path (./a/b/c, or ./ for all).
 */}}
-{{- define "workload-clusters.onlyPath" -}}
+{{- define "workload-clusters.sourceIgnore" -}}
+{{- $lines := list -}}
 {{- $dir := trimPrefix "./" (trimSuffix "/" .) -}}
 {{- if and $dir (ne $dir ".") -}}
+{{- $lines = append $lines "/*" -}}
 {{- $parts := splitList "/" $dir -}}
-{{- $lines := list "/*" -}}
 {{- $prefix := "" -}}
 {{- range $i, $p := $parts -}}
   {{- $prefix = printf "%s/%s" $prefix $p -}}
@@ -161,6 +165,7 @@ artifact the directory at $path and nothing else: what a tenant's kustomization.
     {{- $lines = append $lines (printf "%s/*" $prefix) -}}
   {{- end -}}
 {{- end -}}
-{{- join "\n" $lines -}}
 {{- end -}}
+{{- $lines = concat $lines (list "kustomization.yaml" "kustomization.yml" "Kustomization") -}}
+{{- join "\n" $lines -}}
 {{- end -}}
