@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fluxcd/pkg/ssa/utils"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -46,8 +47,22 @@ func Start(t testing.TB, name string) *kube.Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &envtest.Environment{BinaryAssetsDirectory: assets, CRDs: crds(t, root), ErrorIfCRDPathMissing: true}
+	// envtest gives each component 20s to start: a CI runner with its cores busy can take longer,
+	// and a test must not fail on that.
+	newEnv := func() *envtest.Environment {
+		return &envtest.Environment{BinaryAssetsDirectory: assets, CRDs: crds(t, root), ErrorIfCRDPathMissing: true,
+			ControlPlaneStartTimeout: 2 * time.Minute, ControlPlaneStopTimeout: time.Minute}
+	}
+	env := newEnv()
+	// envtest waits 5s at most for the default namespace, which a busy machine can miss: start
+	// again rather than fail a test on the machine's load.
 	cfg, err := env.Start()
+	for attempt := 2; err != nil && attempt <= 3; attempt++ {
+		t.Logf("start kube-apiserver and etcd (attempt %d): %v", attempt-1, err)
+		_ = env.Stop()
+		env = newEnv()
+		cfg, err = env.Start()
+	}
 	if err != nil {
 		t.Fatalf("start kube-apiserver and etcd: %v", err)
 	}
