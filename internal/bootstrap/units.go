@@ -15,6 +15,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/diagnostics"
 	"cluster-init.dev/cluster-init/internal/handoff"
 	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/pivot"
 	"cluster-init.dev/cluster-init/internal/progress"
@@ -62,6 +63,15 @@ func followUnits(ctx context.Context, s *session, bc *bootstrapCluster, v values
 		// A unit whose objects just turned ready finishes its health check now, not at Flux's
 		// next look.
 		health.Follow(obs.Units)
+		// A provider that gave up looking for a machine's node for a while looks again now
+		// (machines.AskToLookAgain says why it can give up).
+		if asked, err := machines.AskToLookAgain(ctx, bc.cluster.Client, names.Namespace, v.Cluster.Name, time.Now()); err != nil && ctx.Err() == nil {
+			s.out.Log("%v (retrying)", err)
+		} else {
+			for _, m := range asked {
+				s.out.Log("machine %s has waited more than %s for its node: asked its infrastructure provider to look again", m, machines.NodeWait)
+			}
+		}
 		if management != nil {
 			management.look(ctx, obs.Units)
 		}
@@ -130,16 +140,18 @@ func conclude(ctx context.Context, s *session, bc *bootstrapCluster, v values.Se
 	return fmt.Errorf("the bootstrap is stuck: %s\n(%w)%s", text, cause, diagnostics)
 }
 
-// explainCluster adds to a blocking cluster unit what the providers logged for the objects its
-// cluster waits for: a provider that cannot reach its cloud says so only in its log.
+// explainCluster adds to a blocking unit that waits for the cluster what the providers logged for
+// the objects its cluster waits for: a provider that cannot reach its cloud says so only in its log.
 func explainCluster(ctx context.Context, c *kube.Cluster, name string, g *units.Graph, conclusion *progress.Conclusion) {
-	role, ok := g.ByRole(units.RoleCluster)
-	if !ok {
-		return
+	waitsForCluster := map[string]bool{}
+	for _, role := range units.ClusterRoles() {
+		if u, ok := g.ByRole(role); ok {
+			waitsForCluster[u.Name] = true
+		}
 	}
 	for i := range conclusion.Blocking {
 		u := &conclusion.Blocking[i]
-		if u.Name != role.Name {
+		if !waitsForCluster[u.Name] {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)

@@ -22,7 +22,7 @@ import (
 type Source struct {
 	Cluster *kube.Cluster
 	// ClusterName is the Cluster API cluster whose conditions and machines are shown under the
-	// unit that defines it (the unit of role cluster) while it reconciles.
+	// units that wait for it (units.ClusterRoles) while they reconcile.
 	ClusterName string
 }
 
@@ -47,10 +47,18 @@ func (s Source) Observe(ctx context.Context) (Observed, error) {
 	if obs.Graph == nil || s.ClusterName == "" {
 		return obs, nil
 	}
-	if u, ok := obs.Graph.ByRole(units.RoleCluster); ok {
-		v, err := machines.Read(ctx, c, names.Namespace, s.ClusterName)
-		if err != nil {
-			return obs, err
+	var v *machines.View
+	for _, role := range units.ClusterRoles() {
+		u, ok := obs.Graph.ByRole(role)
+		if !ok {
+			continue
+		}
+		if v == nil {
+			read, err := machines.Read(ctx, c, names.Namespace, s.ClusterName)
+			if err != nil {
+				return obs, err
+			}
+			v = &read
 		}
 		obs.Details[u.Name] = v.Lines()
 	}

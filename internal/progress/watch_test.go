@@ -86,8 +86,12 @@ func TestObserveReadsTheUnitsTheChartRenders(t *testing.T) {
 	if u, _ := snap.Unit("cabpk"); u.Message != "waiting for capi" {
 		t.Errorf("cabpk: %q", u.Message)
 	}
-	if u, _ := snap.Unit("cluster"); len(u.Details) == 0 || !strings.Contains(u.Details[0], "Cluster management: Provisioning; ControlPlaneInitialized=False (NotInitialized: Control plane not yet initialized)") {
-		t.Errorf("cluster details: %v", u.Details)
+	// Under the unit that defines the cluster and under the gate that waits for its machines: once
+	// the first is ready, the second says what a bootstrap still waits for.
+	for _, name := range []string{"cluster", "cluster-ready"} {
+		if u, _ := snap.Unit(name); len(u.Details) == 0 || !strings.Contains(u.Details[0], "Cluster management: Provisioning; ControlPlaneInitialized=False (NotInitialized: Control plane not yet initialized)") {
+			t.Errorf("%s details: %v", name, u.Details)
+		}
 	}
 	if !strings.Contains(obs.Release, "release cluster-init: not created yet") {
 		t.Errorf("release: %q", obs.Release)

@@ -54,7 +54,9 @@ const (
 const (
 	RoleRelease = "release" // the cluster-init HelmRelease and its source
 	RoleCluster = "cluster" // the cluster definitions
-	RolePivot   = "pivot"   // the pivot Job
+	// RoleClusterReady is the gate that waits until every machine of the cluster is up.
+	RoleClusterReady = "cluster-ready"
+	RolePivot        = "pivot" // the pivot Job
 	// RoleEnvironment builds the environment's directory of the source (values and decrypted
 	// secrets): the environment itself, which the CLI loads and decrypts as the unit would.
 	RoleEnvironment = "environment"
@@ -123,6 +125,10 @@ func (g *Graph) Enabled() []*Unit {
 	}
 	return out
 }
+
+// ClusterRoles are the roles of the units that wait for the cluster's machines: what those units
+// wait for is the Cluster's conditions and its machines.
+func ClusterRoles() []string { return []string{RoleCluster, RoleClusterReady} }
 
 // ByRole returns the enabled unit that plays role, if any.
 func (g *Graph) ByRole(role string) (*Unit, bool) {

@@ -1,0 +1,74 @@
+package machines
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// NodeWait is how long a provisioned machine may wait for its node before its infrastructure
+// provider is asked to look again, and how often it is asked.
+const NodeWait = time.Minute
+
+// LookAgainAnnotation is set on a machine's infrastructure object to ask its provider to look
+// again; its value is when. Any change of the object makes its controller reconcile it at once.
+const LookAgainAnnotation = "cluster-init.dev/look-again-at"
+
+// AskToLookAgain asks the infrastructure provider of every machine of the cluster that has been
+// provisioned for longer than NodeWait without a node to reconcile the machine again, at most once
+// per NodeWait, and returns the machines it asked for.
+//
+// Why: the node of a machine gets its provider ID from the infrastructure provider (CAPD sets it
+// itself: there is no cloud provider for Docker), which looks for the node once its machine is
+// provisioned. While the new cluster's API server does not answer yet or the node has not
+// registered, each look fails, and controller-runtime waits twice as long before each next one,
+// up to 16 minutes; nothing else makes the provider look, since its machine is ready and does not
+// change. A bootstrap then waits a quarter of an hour for a node that joined in seconds. Asking
+// is an annotation: harmless to any provider, and the record of when it was last done, so that a
+// second run of the CLI does not ask again sooner.
+func AskToLookAgain(ctx context.Context, c client.Client, namespace, cluster string, now time.Time) ([]string, error) {
+	list := &clusterv1.MachineList{}
+	if err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster}); err != nil {
+		return nil, fmt.Errorf("list the Machines of %s: %w", cluster, err)
+	}
+	var asked []string
+	for _, m := range list.Items {
+		if !waitsForItsNode(m, now) {
+			continue
+		}
+		ref := m.Spec.InfrastructureRef
+		mapping, err := c.RESTMapper().RESTMapping(schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind})
+		if err != nil {
+			return asked, fmt.Errorf("find the API of %s %s of Machine %s: %w", ref.Kind, ref.Name, m.Name, err)
+		}
+		infra := &metav1.PartialObjectMetadata{}
+		infra.SetGroupVersionKind(mapping.GroupVersionKind)
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, infra); err != nil {
+			return asked, fmt.Errorf("read %s %s of Machine %s: %w", ref.Kind, ref.Name, m.Name, err)
+		}
+		if last, err := time.Parse(time.RFC3339, infra.GetAnnotations()[LookAgainAnnotation]); err == nil && now.Sub(last) < NodeWait {
+			continue
+		}
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, LookAgainAnnotation, now.UTC().Format(time.RFC3339))
+		if err := c.Patch(ctx, infra, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			return asked, fmt.Errorf("ask the provider of Machine %s to look again (annotate %s %s): %w", m.Name, ref.Kind, ref.Name, err)
+		}
+		asked = append(asked, m.Name)
+	}
+	return asked, nil
+}
+
+// waitsForItsNode: provisioned (its infrastructure ready) for longer than NodeWait, and no node yet.
+func waitsForItsNode(m clusterv1.Machine, now time.Time) bool {
+	return m.DeletionTimestamp.IsZero() &&
+		m.Status.Phase == string(clusterv1.MachinePhaseProvisioned) &&
+		m.Status.NodeRef.Name == "" &&
+		m.Spec.InfrastructureRef.Name != "" &&
+		!m.Status.LastUpdated.IsZero() && now.Sub(m.Status.LastUpdated.Time) >= NodeWait
+}
