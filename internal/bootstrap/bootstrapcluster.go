@@ -55,6 +55,9 @@ func ensureBootstrapCluster(ctx context.Context, s *session, plan *render.Result
 	}
 
 	cfg := bootstrapClusterConfig(v, env)
+	for _, w := range kindcluster.HostWarnings("/proc/sys") {
+		s.out.Log("warning: %s", w)
+	}
 	kind := kindcluster.New(s.opts.StateDir, func(msg string) { s.out.Log("kind: %s", strings.TrimSpace(msg)) })
 	if exists, err := kind.Exists(cfg.Name); err != nil {
 		return nil, err

@@ -181,6 +181,11 @@ func (t *Tracker) Update(obs Observed, now time.Time) Snapshot {
 			u.Timeout > 0 && u.Elapsed(now) >= u.Timeout {
 			u.State = readiness.Failed
 		}
+		// What a unit waits for matters while it works on it: a unit waiting for its
+		// dependencies, done or suspended shows none (two units share the cluster's lines).
+		if u.State != readiness.Reconciling && u.State != readiness.Failed {
+			u.Details = nil
+		}
 		done[u.Name] = u.Done()
 		snap.Units = append(snap.Units, u)
 	}

@@ -86,12 +86,32 @@ func TestObserveReadsTheUnitsTheChartRenders(t *testing.T) {
 	if u, _ := snap.Unit("cabpk"); u.Message != "waiting for capi" {
 		t.Errorf("cabpk: %q", u.Message)
 	}
-	// Under the unit that defines the cluster and under the gate that waits for its machines: once
-	// the first is ready, the second says what a bootstrap still waits for.
-	for _, name := range []string{"cluster", "cluster-ready"} {
-		if u, _ := snap.Unit(name); len(u.Details) == 0 || !strings.Contains(u.Details[0], "Cluster management: Provisioning; ControlPlaneInitialized=False (NotInitialized: Control plane not yet initialized)") {
-			t.Errorf("%s details: %v", name, u.Details)
+	// The cluster's lines show under the unit of the two that wait for it (the definitions, the
+	// gate that waits for every machine) that works on it now, and under no other.
+	details := func(name string) string {
+		obs, err := src.Observe(ctx)
+		if err != nil {
+			t.Fatal(err)
 		}
+		u, _ := progress.NewTracker(time.Now()).Update(obs, time.Now()).Unit(name)
+		return strings.Join(u.Details, "\n")
+	}
+	const clusterLine = "Cluster management: Provisioning; ControlPlaneInitialized=False (NotInitialized: Control plane not yet initialized)"
+	setReady("cluster", metav1.ConditionUnknown, "Progressing", "Reconciliation in progress")
+	setReady("cluster-ready", metav1.ConditionFalse, "DependencyNotReady", "dependency 'cluster-init/cni' is not ready")
+	if d := details("cluster"); !strings.Contains(d, clusterLine) {
+		t.Errorf("cluster reconciling, its details: %q", d)
+	}
+	if d := details("cluster-ready"); d != "" {
+		t.Errorf("cluster-ready pending, its details: %q", d)
+	}
+	setReady("cluster", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
+	setReady("cluster-ready", metav1.ConditionUnknown, "Progressing", "Reconciliation in progress")
+	if d := details("cluster-ready"); !strings.Contains(d, clusterLine) {
+		t.Errorf("cluster-ready reconciling, its details: %q", d)
+	}
+	if d := details("cluster"); d != "" {
+		t.Errorf("cluster ready, its details: %q", d)
 	}
 	if !strings.Contains(obs.Release, "release cluster-init: not created yet") {
 		t.Errorf("release: %q", obs.Release)

@@ -30,6 +30,26 @@ docker_ready() {
   docker_start
   sandbox_detect
   docker_capfix
+  inotify_limits
+}
+
+# inotify_limits: every kind or CAPD node runs systemd, containerd and a kubelet, each holding
+# inotify instances; with four clusters the kernel's default of 128 instances per user is spent,
+# and a new node's containerd starts without its CRI plugin ("failed to create fsnotify watcher:
+# too many open files"): the machine waits for ever. kind's known issues give these values.
+inotify_limits() {
+  local key want have
+  for key in max_user_instances:512 max_user_watches:524288; do
+    want=${key#*:} key=${key%%:*}
+    have=$(cat "/proc/sys/fs/inotify/$key")
+    if ((have < want)); then
+      if echo "$want" >"/proc/sys/fs/inotify/$key" 2>/dev/null; then
+        log "    fs.inotify.$key: $have -> $want"
+      else
+        warn "fs.inotify.$key is $have and cannot be raised here: more than three clusters at once may leave machines without a container runtime"
+      fi
+    fi
+  done
 }
 
 # ---------------------------------------------------------------------------------------
