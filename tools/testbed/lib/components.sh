@@ -66,7 +66,9 @@ build_runtime() {
 
 # CoreDNS (image tag checked against kubeadm's default in build-images).
 build_coredns() {
-  require_vars COREDNS_VERSION COREDNS_COMMIT
+  # COREDNS_COMMIT may be empty (not known for KUBERNETES_PREVIOUS_COREDNS_VERSION): CoreDNS then
+  # reports no commit, nothing reads it.
+  require_vars COREDNS_VERSION
   local m=github.com/coredns/coredns wrap key ld
   wrap=$(wrapper_for coredns "$m" "$COREDNS_VERSION" "" "$m")
   ld="-s -w -X $m/coremain.GitCommit=$COREDNS_COMMIT"

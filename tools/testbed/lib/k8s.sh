@@ -8,7 +8,9 @@ K8S_COMMANDS=(kubelet kubeadm kubectl kube-apiserver kube-controller-manager kub
 # wrapper replaces each with the published v0.<minor>.<patch> of the same release.
 k8s_prepare() {
   [[ -z ${K8S_WRAP:-} ]] || return 0
-  require_vars KUBERNETES_VERSION KUBERNETES_COMMIT
+  # KUBERNETES_COMMIT may be empty (not known for KUBERNETES_PREVIOUS_VERSION): the stamp is then
+  # empty too; kubeadm and Cluster API read the version, never the commit.
+  require_vars KUBERNETES_VERSION
   local mod staging body c
   mod=$(mod_dir k8s.io/kubernetes "$KUBERNETES_VERSION")
   staging="v0.${KUBERNETES_VERSION#v1.}"
