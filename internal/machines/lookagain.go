@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -12,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// NodeWait is how long a provisioned machine may wait for its node before its infrastructure
+// NodeWait is how long a machine whose infrastructure is ready may wait for its node before its infrastructure
 // provider is asked to look again, and how often it is asked.
 const NodeWait = time.Minute
 
@@ -20,8 +21,8 @@ const NodeWait = time.Minute
 // again; its value is when. Any change of the object makes its controller reconcile it at once.
 const LookAgainAnnotation = "cluster-init.dev/look-again-at"
 
-// AskToLookAgain asks the infrastructure provider of every machine of the cluster that has been
-// provisioned for longer than NodeWait without a node to reconcile the machine again, at most once
+// AskToLookAgain asks the infrastructure provider of every machine of the cluster whose
+// infrastructure has been ready for longer than NodeWait without a node to reconcile the machine again, at most once
 // per NodeWait, and returns the machines it asked for.
 //
 // Why: the node of a machine gets its provider ID from the infrastructure provider (CAPD sets it
@@ -64,11 +65,13 @@ func AskToLookAgain(ctx context.Context, c client.Client, namespace, cluster str
 	return asked, nil
 }
 
-// waitsForItsNode: provisioned (its infrastructure ready) for longer than NodeWait, and no node yet.
+// waitsForItsNode: its infrastructure ready (the machine booted and bootstrapped) for longer than
+// NodeWait, and no node yet. Not the phase: a machine is Provisioned as soon as it has a provider
+// ID, while its bootstrap still runs.
 func waitsForItsNode(m clusterv1.Machine, now time.Time) bool {
+	infra := apimeta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineInfrastructureReadyCondition)
 	return m.DeletionTimestamp.IsZero() &&
-		m.Status.Phase == string(clusterv1.MachinePhaseProvisioned) &&
 		m.Status.NodeRef.Name == "" &&
 		m.Spec.InfrastructureRef.Name != "" &&
-		!m.Status.LastUpdated.IsZero() && now.Sub(m.Status.LastUpdated.Time) >= NodeWait
+		infra != nil && infra.Status == metav1.ConditionTrue && now.Sub(infra.LastTransitionTime.Time) >= NodeWait
 }

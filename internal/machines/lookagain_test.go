@@ -14,9 +14,9 @@ import (
 	"cluster-init.dev/cluster-init/internal/testenv"
 )
 
-// A machine provisioned a while ago without a node gets its provider asked to look again (its
-// DockerMachine annotated), once per NodeWait; a fresh one, a running one and one of another
-// cluster are left alone.
+// A machine whose infrastructure has been ready a while without a node gets its provider asked to
+// look again (its DockerMachine annotated), once per NodeWait; a fresh one, a running one, one
+// still bootstrapping and one of another cluster are left alone.
 func TestAMachineWaitingForItsNodeGetsItsProviderToLookAgain(t *testing.T) {
 	c := testenv.Start(t, "test").Client
 	ctx := t.Context()
@@ -31,10 +31,16 @@ func TestAMachineWaitingForItsNodeGetsItsProviderToLookAgain(t *testing.T) {
 		}
 		return u
 	}
+	// phase: Provisioned (a provider ID) and since when its infrastructure is ready, or not yet.
 	withPhase := func(m *clusterv1.Machine, phase, node string, since time.Time) {
 		m.Status.Phase = phase
 		m.Status.NodeRef = clusterv1.MachineNodeReference{Name: node}
 		m.Status.LastUpdated = metav1.NewTime(since)
+		ready := metav1.ConditionTrue
+		if since.IsZero() {
+			ready, since = metav1.ConditionFalse, now.Add(-2*machines.NodeWait)
+		}
+		m.Status.Conditions = []metav1.Condition{{Type: clusterv1.MachineInfrastructureReadyCondition, Status: ready, Reason: "R", LastTransitionTime: metav1.NewTime(since)}}
 		if err := c.Status().Update(ctx, m); err != nil {
 			t.Fatal(err)
 		}
@@ -52,12 +58,14 @@ func TestAMachineWaitingForItsNodeGetsItsProviderToLookAgain(t *testing.T) {
 	stalled := machine(t, c, "wl-md-stalled", false)
 	fresh := machine(t, c, "wl-md-fresh", false)
 	running := machine(t, c, "wl-md-running", false)
-	for _, n := range []string{"wl-md-stalled", "wl-md-fresh", "wl-md-running"} {
+	booting := machine(t, c, "wl-md-booting", false)
+	for _, n := range []string{"wl-md-stalled", "wl-md-fresh", "wl-md-running", "wl-md-booting"} {
 		dockerMachine(n)
 	}
 	withPhase(stalled, "Provisioned", "", now.Add(-2*machines.NodeWait))
 	withPhase(fresh, "Provisioned", "", now.Add(-machines.NodeWait/2))
 	withPhase(running, "Running", "wl-md-running", now.Add(-2*machines.NodeWait))
+	withPhase(booting, "Provisioned", "", time.Time{}) // its bootstrap still runs
 
 	asked, err := machines.AskToLookAgain(ctx, c, ns, "wl", now)
 	if err != nil || !slices.Equal(asked, []string{"wl-md-stalled"}) {
@@ -66,7 +74,7 @@ func TestAMachineWaitingForItsNodeGetsItsProviderToLookAgain(t *testing.T) {
 	if got := lookedAgainAt("wl-md-stalled"); got != now.UTC().Format(time.RFC3339) {
 		t.Errorf("the stalled machine's DockerMachine is annotated %q", got)
 	}
-	for _, n := range []string{"wl-md-fresh", "wl-md-running"} {
+	for _, n := range []string{"wl-md-fresh", "wl-md-running", "wl-md-booting"} {
 		if got := lookedAgainAt(n); got != "" {
 			t.Errorf("%s was asked to look again (%s)", n, got)
 		}
