@@ -72,8 +72,8 @@ func addNodeImages(uses []images.Use, context string, v values.Settings) []image
 	if context == render.ContextBootstrap && v.BootstrapCluster.NodeImage != "" {
 		uses = images.Add(uses, v.BootstrapCluster.NodeImage, "kind bootstrap cluster nodes")
 	}
-	if v.Cluster.OnDocker() && v.Cluster.CAPD.NodeImage != "" {
-		uses = images.Add(uses, v.Cluster.CAPD.NodeImage, "CAPD machines")
+	if v.Cluster.OnDocker() && v.Cluster.KubernetesVersion != "" {
+		uses = images.Add(uses, v.Cluster.CAPDNodeImage(), "CAPD machines")
 	}
 	return uses
 }

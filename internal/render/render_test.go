@@ -737,3 +737,40 @@ func TestClusterGatesWaitForTheirCondition(t *testing.T) {
 		t.Errorf("no Kustomization for units %v", slices.Collect(maps.Keys(gates)))
 	}
 }
+
+// A change of cluster.kubernetes_version alone takes the kind node image of the new version: the
+// chart's machine templates and the CLI's view of the values (values.ClusterSettings.CAPDNodeImage,
+// which `bootstrap images` lists) agree, and an explicit node image still wins.
+func TestTheNodeImageFollowsTheKubernetesVersion(t *testing.T) {
+	root := testenv.Checkout(t)
+	env := testenv.Environment(t, root, "kubeadm-capd")
+	for _, tc := range []struct {
+		cluster map[string]any
+		want    string
+	}{
+		{map[string]any{"kubernetes_version": "v1.36.3"}, "kindest/node:v1.36.3"},
+		{map[string]any{"kubernetes_version": "v1.36.3", "capd": map[string]any{"node_image": "registry.example/node:v1.36.3"}}, "registry.example/node:v1.36.3"},
+	} {
+		override := values.FromMap("(test)", map[string]any{"cluster": tc.cluster})
+		res, err := render.Render(t.Context(), root, "", render.Options{Env: env, Context: render.ContextBootstrap, Overrides: []values.Layer{override}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := res.Settings.Cluster.CAPDNodeImage(); got != tc.want {
+			t.Errorf("%v: the CLI's node image %s, want %s", tc.cluster, got, tc.want)
+		}
+		var templates int
+		for _, o := range res.Objects {
+			if o.Object.GetKind() != "DockerMachineTemplate" {
+				continue
+			}
+			templates++
+			if got, _, _ := unstructured.NestedString(o.Object.Object, "spec", "template", "spec", "customImage"); got != tc.want {
+				t.Errorf("%v: DockerMachineTemplate %s has %s, want %s", tc.cluster, o.Object.GetName(), got, tc.want)
+			}
+		}
+		if templates != 2 {
+			t.Errorf("%v: %d DockerMachineTemplates, want the control plane's and the workers'", tc.cluster, templates)
+		}
+	}
+}

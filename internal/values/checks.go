@@ -176,12 +176,12 @@ func (c *checker) rke2AirGapped(s Settings) {
 	if s.Cluster.Providers.Bootstrap != "rke2" || !s.Cluster.RKE2AirGapped.Enabled || s.Cluster.Providers.Infrastructure != "capd" {
 		return
 	}
-	ref, err := name.ParseReference(s.Cluster.CAPD.NodeImage)
+	ref, err := name.ParseReference(s.Cluster.CAPDNodeImage())
 	if err != nil || ref.Context().RepositoryStr() != "kindest/node" {
 		return
 	}
 	key, _ := c.latest("cluster.capd.node_image", "cluster.rke2_air_gapped.enabled")
-	c.add(key, "air-gapped RKE2 with the kind node image %s, which holds no RKE2 artifacts: expected cluster.capd.node_image to name an image built from it with the RKE2 release in /opt/rke2-artifacts and its install script as /opt/install.sh (environment-values/rke2-capd/README.md)", s.Cluster.CAPD.NodeImage)
+	c.add(key, "air-gapped RKE2 with the kind node image %s, which holds no RKE2 artifacts: expected cluster.capd.node_image to name an image built from it with the RKE2 release in /opt/rke2-artifacts and its install script as /opt/install.sh (environment-values/rke2-capd/README.md)", s.Cluster.CAPDNodeImage())
 }
 
 // context is the cluster a release runs in: the chart's context files and the tool set it. A

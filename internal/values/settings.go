@@ -59,6 +59,15 @@ type ClusterSettings struct {
 	} `json:"cni"`
 }
 
+// CAPDNodeImage is the kind node image of the cluster's CAPD machines: cluster.capd.node_image,
+// or the one of cluster.kubernetes_version. The chart's capi-cluster.nodeImage is the same rule.
+func (c ClusterSettings) CAPDNodeImage() string {
+	if c.CAPD.NodeImage != "" {
+		return c.CAPD.NodeImage
+	}
+	return "kindest/node:" + c.KubernetesVersion
+}
+
 // OnDocker tells whether the cluster's machines are containers of the host's Docker engine.
 func (c ClusterSettings) OnDocker() bool { return c.Providers.Infrastructure == "capd" }
 

@@ -34,7 +34,7 @@ Input: (list $root $role).
 {{- $role := index . 1 -}}
 {{- $c := $root.Values.cluster -}}
 {{- if eq $c.providers.infrastructure "capd" -}}
-{{- $spec := dict "customImage" $c.capd.node_image -}}
+{{- $spec := dict "customImage" (include "capi-cluster.nodeImage" $root) -}}
 {{- if $c.capd.docker_socket -}}
   {{- $_ := set $spec "extraMounts" (list (dict "containerPath" "/var/run/docker.sock" "hostPath" "/var/run/docker.sock")) -}}
 {{- end -}}
@@ -46,6 +46,15 @@ Input: (list $root $role).
       "sshKeyName" $c.capo.ssh_key_name -}}
 {{- toJson $spec -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+capi-cluster.nodeImage: the kind node image of CAPD machines, cluster.capd.node_image or the one of
+cluster.kubernetes_version. values.ClusterSettings.CAPDNodeImage is the same rule for the CLI; a
+test keeps the two the same.
+*/}}
+{{- define "capi-cluster.nodeImage" -}}
+{{- .Values.cluster.capd.node_image | default (printf "kindest/node:%s" .Values.cluster.kubernetes_version) -}}
 {{- end -}}
 
 {{/*
