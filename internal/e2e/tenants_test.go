@@ -208,6 +208,14 @@ func TestAHostileTenantIsRefused(t *testing.T) {
 			r.git(t, "rm", "-rq", target)
 		}
 		r.commit(t, "undo: "+h.class)
+		if h.neutralized != "" {
+			// Applied (neutralized): its cluster goes before the next class is tried, so that
+			// what the next one leaves is its own.
+			fetchTenantSources(t, kc)
+			waitFor(t, 6*time.Minute, "the releases of "+h.class+" gone", func() bool {
+				return kubectlQuiet(kc, "-n", tenant, "get", "helmreleases", "-o", "name") == ""
+			})
+		}
 	}
 	fetchTenantSources(t, kc)
 	var states []string
