@@ -129,13 +129,7 @@ func TestAHostileTenantIsRefused(t *testing.T) {
 	kc := managementKubeconfig()
 
 	// Team-b's cluster, the one every attack must leave alone.
-	r.write(t, "clusters/management/team-b/b-one/cluster.yaml", workloadCluster("b-one", "", ""))
-	pushed := r.commit(t, "team-b: b-one")
-	fetchTenantSources(t, kc)
-	waitFor(t, 20*time.Minute, "team-b's cluster b-one Available", func() bool {
-		return kubectlQuiet(kc, "-n", "team-b", "get", "cluster", "b-one", "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`) == "True"
-	})
-	t.Logf("push -> b-one Available: %s", time.Since(pushed).Round(time.Second))
+	t.Logf("push -> b-one Available: %s", pushCluster(t, kc, r, "clusters/management/team-b", "team-b", "b-one"))
 
 	outside := objectsOutsideTenants(t, kc)
 	management := containerIDs(t, "management")
@@ -258,13 +252,7 @@ func TestAHostileTenantIsRefused(t *testing.T) {
 	}
 
 	// A valid cluster, committed next, comes up.
-	r.write(t, "clusters/management/workload-clusters/wl2/cluster.yaml", workloadCluster("wl2", "", ""))
-	pushed = r.commit(t, "wl2")
-	fetchTenantSources(t, kc)
-	waitFor(t, 20*time.Minute, "wl2 Available", func() bool {
-		return kubectlQuiet(kc, "-n", "workload-clusters", "get", "cluster", "wl2", "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`) == "True"
-	})
-	t.Logf("push -> wl2 Available: %s", time.Since(pushed).Round(time.Second))
+	t.Logf("push -> wl2 Available: %s", pushCluster(t, kc, r, "clusters/management/workload-clusters", "workload-clusters", "wl2"))
 	// Two cores run four clusters otherwise: wl2 goes as team-c's comes.
 	r.git(t, "rm", "-rq", "clusters/management/workload-clusters/wl2")
 	r.commit(t, "remove wl2")
@@ -320,17 +308,11 @@ func theirOwnRepository(t *testing.T, kc string, platform, c *repository) {
 	if got := kubectlQuiet(kc, "-n", "cluster-init", "get", "secret", "tenant-team-c-git", "-o", "name"); got == "" {
 		t.Fatal("no Secret of team-c's credentials in the platform's namespace")
 	}
-	c.write(t, "c-one/cluster.yaml", workloadCluster("c-one", "", ""))
-	pushed := c.commit(t, "c-one")
-	fetchTenantSources(t, kc)
-	waitFor(t, 20*time.Minute, "team-c's cluster c-one Available", func() bool {
-		return kubectlQuiet(kc, "-n", "team-c", "get", "cluster", "c-one", "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`) == "True"
-	})
-	t.Logf("push to team-c's own repository -> c-one Available: %s", time.Since(pushed).Round(time.Second))
+	t.Logf("push to team-c's own repository -> c-one Available: %s", pushCluster(t, kc, c, ".", "team-c", "c-one"))
 
 	// The platform's rules hold in the tenant's repository: a name of another tenant's.
 	c.write(t, "b-two/cluster.yaml", workloadCluster("b-two", "", ""))
-	pushed = c.commit(t, "hostile: another tenant's name")
+	pushed := c.commit(t, "hostile: another tenant's name")
 	sha := c.git(t, "rev-parse", "HEAD")
 	fetchTenantSources(t, kc)
 	var message string
@@ -385,6 +367,19 @@ func theirOwnRepository(t *testing.T, kc string, platform, c *repository) {
 		return kubectlQuiet(kc, "-n", "team-c", "get", "clusters", "-o", "name") == "" && len(containerIDs(t, "c-one")) == 0
 	})
 	t.Logf("push removing c-one -> its cluster and containers gone: %s", time.Since(pushed).Round(time.Second))
+}
+
+// pushCluster commits a workload cluster into dir of repo as tenant, and waits for it to be
+// Available; it returns how long that took from the push.
+func pushCluster(t *testing.T, kc string, repo *repository, dir, tenant, name string) time.Duration {
+	t.Helper()
+	repo.write(t, filepath.Join(dir, name, "cluster.yaml"), workloadCluster(name, "", ""))
+	pushed := repo.commit(t, tenant+": "+name)
+	fetchTenantSources(t, kc)
+	waitFor(t, 20*time.Minute, tenant+"'s cluster "+name+" Available", func() bool {
+		return kubectlQuiet(kc, "-n", tenant, "get", "cluster", name, "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`) == "True"
+	})
+	return time.Since(pushed).Round(time.Second)
 }
 
 // fetchTenantSources asks source-controller to fetch the tenants' sources now, as a git server's
