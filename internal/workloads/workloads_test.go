@@ -131,8 +131,8 @@ func TestAWorkloadDirectoryRendersItsClusterInTheTenantsNamespace(t *testing.T) 
 			t.Errorf("no %s among %v", k, kinds)
 		}
 	}
-	if res.Settings.Cluster.CAPD.NodeImage == "" {
-		t.Error("no CAPD node image")
+	if res.Settings.Cluster.CAPDNodeImage() != "kindest/node:"+res.Settings.Cluster.KubernetesVersion {
+		t.Errorf("the CAPD node image %s, want the one of the cluster's version", res.Settings.Cluster.CAPDNodeImage())
 	}
 	for _, o := range res.Objects {
 		if o.Object.GetKind() == "DockerMachineTemplate" {
