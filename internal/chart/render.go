@@ -6,16 +6,21 @@ package chart
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/fluxcd/pkg/ssa/utils"
 	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/chart/common/util"
 	"helm.sh/helm/v4/pkg/chart/loader"
+	"helm.sh/helm/v4/pkg/engine"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 )
 
 // Release names the release a chart is rendered as.
@@ -112,4 +117,39 @@ func parseManifest(manifest string) ([]Document, error) {
 		}
 	}
 	return docs, nil
+}
+
+// RenderAgainst renders the chart in dir as an upgrade of rel on the cluster of cfg would, with
+// the templates' lookups answered by that cluster: what a chart refuses from the objects already
+// there (a Kubernetes version step) shows here as it does in helm-controller, and nothing is sent.
+// Values are validated against the chart's schema.
+func RenderAgainst(dir string, rel Release, values map[string]any, cfg *rest.Config) ([]Document, error) {
+	chrt, err := loader.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("load chart %s: %w", dir, err)
+	}
+	caps := *common.DefaultCapabilities
+	if rel.KubeVersion != "" {
+		kv, err := common.ParseKubeVersion(rel.KubeVersion)
+		if err != nil {
+			return nil, fmt.Errorf("render chart %s: kube version %q: %w", dir, rel.KubeVersion, err)
+		}
+		caps.KubeVersion = *kv
+	}
+	top, err := util.ToRenderValuesWithSchemaValidation(chrt, values,
+		common.ReleaseOptions{Name: rel.Name, Namespace: rel.Namespace, IsUpgrade: true, Revision: 2}, &caps, false)
+	if err != nil {
+		return nil, fmt.Errorf("render chart %s: %w", dir, err)
+	}
+	files, err := engine.RenderWithClient(chrt, top, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("render chart %s: %w", dir, err)
+	}
+	var manifest strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if strings.HasSuffix(name, ".yaml") && strings.TrimSpace(files[name]) != "" {
+			fmt.Fprintf(&manifest, "---\n# Source: %s\n%s\n", name, files[name])
+		}
+	}
+	return parseManifest(manifest.String())
 }

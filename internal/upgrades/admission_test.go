@@ -19,6 +19,14 @@ import (
 
 // versioned are the objects whose Kubernetes version the policy holds: a control plane and the
 // workers, each at version.
+// versionSteps are the steps every copy of the rules is held to: allowed ones, downgrades, skipped
+// minors, with and without RKE2's build suffix.
+var versionSteps = []struct{ running, asked string }{
+	{"v1.36.3", "v1.37.0"}, {"v1.37.0", "v1.37.2"}, {"v1.36.1", "v1.36.3"}, {"v1.37.0", "v1.37.0"},
+	{"v1.35.0", "v1.37.0"}, {"v1.37.2", "v1.37.0"}, {"v1.37.0", "v1.36.3"}, {"v1.36.3", "v1.38.0"},
+	{"v1.37.0+rke2r1", "v1.38.1+rke2r1"}, {"v1.37.0+rke2r1", "v1.39.0+rke2r1"},
+}
+
 func versioned(name, version string) []*unstructured.Unstructured {
 	kcp := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
@@ -81,12 +89,7 @@ func TestTheAPIServerHoldsAVersionChangeToTheRules(t *testing.T) {
 		return c.Client.Update(ctx, o, client.DryRunAll)
 	}
 
-	steps := []struct{ running, asked string }{
-		{"v1.36.3", "v1.37.0"}, {"v1.37.0", "v1.37.2"}, {"v1.36.1", "v1.36.3"}, {"v1.37.0", "v1.37.0"},
-		{"v1.35.0", "v1.37.0"}, {"v1.37.2", "v1.37.0"}, {"v1.37.0", "v1.36.3"}, {"v1.36.3", "v1.38.0"},
-		{"v1.37.0+rke2r1", "v1.38.1+rke2r1"}, {"v1.37.0+rke2r1", "v1.39.0+rke2r1"},
-	}
-	for i, s := range steps {
+	for i, s := range versionSteps {
 		objs := versioned(fmt.Sprintf("step-%d", i), s.running)
 		for _, o := range objs {
 			if err := c.Client.Create(ctx, o.DeepCopy()); err != nil {

@@ -12,6 +12,42 @@ capi-cluster.checks fails early, naming the values key, on what the templates ca
 {{- if and (eq $p.infrastructure "capo") (not (dig "openstack" "clouds_yaml" "" (.Values.credentials | default dict))) -}}
   {{- fail "credentials.openstack.clouds_yaml: required with the capo provider (in secrets.yaml)" -}}
 {{- end -}}
+{{- include "capi-cluster.versionSteps" . -}}
+{{- end -}}
+
+{{/*
+capi-cluster.versionSteps fails, before any object is sent, when the version asked of the running
+control plane or workers is a downgrade or skips a minor: a commit that breaks the rule changes
+nothing, and the HelmRelease says why. internal/upgrades.Step is the definition; a test holds this
+copy to it against a real API server. Rendered offline (validate, the CLI), lookup finds nothing
+and the step is checked by the CLI from the running cluster instead.
+*/}}
+{{- define "capi-cluster.versionSteps" -}}
+{{- $c := .Values.cluster -}}
+{{- $kubeadm := eq $c.providers.bootstrap "kubeadm" -}}
+{{- $key := ternary "cluster.kubernetes_version" "cluster.rke2_version" $kubeadm -}}
+{{- $asked := ternary $c.kubernetes_version $c.rke2_version $kubeadm | toString -}}
+{{- $cp := lookup (ternary "controlplane.cluster.x-k8s.io/v1beta2" "controlplane.cluster.x-k8s.io/v1beta1" $kubeadm) (ternary "KubeadmControlPlane" "RKE2ControlPlane" $kubeadm) .Release.Namespace (printf "%s-control-plane" $c.name) -}}
+{{- $md := lookup "cluster.x-k8s.io/v1beta2" "MachineDeployment" .Release.Namespace (printf "%s-workers" $c.name) -}}
+{{- include "capi-cluster.versionStep" (list $key $asked (printf "%s-control-plane" $c.name) (dig "spec" "version" "" $cp)) -}}
+{{- include "capi-cluster.versionStep" (list $key $asked (printf "%s-workers" $c.name) (dig "spec" "template" "spec" "version" "" $md)) -}}
+{{- end -}}
+
+{{/*
+capi-cluster.versionStep: Input: (list $key $asked $object $running).
+*/}}
+{{- define "capi-cluster.versionStep" -}}
+{{- $key := index . 0 -}}{{- $asked := index . 1 -}}{{- $object := index . 2 -}}{{- $running := index . 3 | toString -}}
+{{- if and $running (ne $running $asked) (regexMatch "^v?[0-9]+\\.[0-9]+\\.[0-9]+" $running) (regexMatch "^v?[0-9]+\\.[0-9]+\\.[0-9]+" $asked) -}}
+  {{- $from := semver $running -}}
+  {{- $to := semver $asked -}}
+  {{- if lt ($to.Compare $from) 0 -}}
+    {{- fail (printf "%s: %s is older than %s, which %s runs: a downgrade is not supported; expected %s or a later patch or the next minor (v%d.%d)" $key $asked $running $object $running $from.Major (add1 $from.Minor)) -}}
+  {{- end -}}
+  {{- if or (ne $to.Major $from.Major) (gt $to.Minor (add1 $from.Minor)) -}}
+    {{- fail (printf "%s: %s skips v%d.%d: one minor at a time, expected a v%d.%d release first (%s runs %s)" $key $asked $from.Major (add1 $from.Minor) $from.Major (add1 $from.Minor) $object $running) -}}
+  {{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/*

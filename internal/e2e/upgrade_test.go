@@ -1,0 +1,410 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// The two Kubernetes minors of the test bed (tools/versions.env): the pinned one and the one
+// before it, whose node image tools/testbed builds with CLUSTER_INIT_TESTBED_PREVIOUS_MINOR=1.
+const (
+	olderVersion = "v1.36.3"
+	newerVersion = "v1.37.0"
+)
+
+// rollingHello: two replicas that a drain moves one at a time (their disruption budget), and a
+// Service the probe calls through the API server.
+const rollingHello = `apiVersion: v1
+kind: Namespace
+metadata:
+  name: hello
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: hello
+  namespace: hello
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: hello}
+  template:
+    metadata:
+      labels: {app: hello}
+    spec:
+      containers:
+        - name: hello
+          image: cluster-init-testbed/hello:v1
+          args: [--cluster=wl1]
+          ports:
+            - containerPort: 8080
+          readinessProbe:
+            httpGet: {path: /healthz, port: 8080}
+            periodSeconds: 2
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: hello
+  namespace: hello
+spec:
+  minAvailable: 1
+  selector:
+    matchLabels: {app: hello}
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: hello
+  namespace: hello
+spec:
+  selector: {app: hello}
+  ports:
+    - port: 80
+      targetPort: 8080
+`
+
+// probe calls, every second, an API server (through its load balancer: the kubeconfig's server)
+// and the hello Service of the workload cluster (through the workload cluster's API server).
+type probe struct {
+	name     string
+	mu       sync.Mutex
+	total    map[string]int
+	failed   map[string]int
+	firstErr map[string]string
+	stop     context.CancelFunc
+	done     chan struct{}
+}
+
+func restClient(t *testing.T, kubeconfig string) rest.Interface {
+	t.Helper()
+	data, err := os.ReadFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Timeout = 2 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs.CoreV1().RESTClient()
+}
+
+// startProbe probes targets (what -> kubeconfig, path) every second until stopped.
+func startProbe(t *testing.T, name string, targets map[string][2]string) *probe {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &probe{name: name, total: map[string]int{}, failed: map[string]int{}, firstErr: map[string]string{}, stop: cancel, done: make(chan struct{})}
+	clients := map[string]rest.Interface{}
+	for what, target := range targets {
+		clients[what] = restClient(t, target[0])
+	}
+	go func() {
+		defer close(p.done)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			var wg sync.WaitGroup
+			for what, target := range targets {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+					defer rcancel()
+					_, err := clients[what].Get().AbsPath(target[1]).DoRaw(rctx)
+					if ctx.Err() != nil {
+						return
+					}
+					p.mu.Lock()
+					defer p.mu.Unlock()
+					p.total[what]++
+					if err != nil {
+						p.failed[what]++
+						if p.firstErr[what] == "" {
+							p.firstErr[what] = err.Error()
+						}
+					}
+				}()
+			}
+			wg.Wait()
+		}
+	}()
+	return p
+}
+
+// finish stops the probe and logs its failed requests.
+func (p *probe) finish(t *testing.T) map[string]int {
+	t.Helper()
+	p.stop()
+	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, what := range slices.Sorted(func(yield func(string) bool) {
+		for k := range p.total {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		t.Logf("%s: probe of %s: %d of %d requests failed%s", p.name, what, p.failed[what], p.total[what],
+			map[bool]string{true: " (first: " + p.firstErr[what] + ")", false: ""}[p.failed[what] > 0])
+	}
+	return p.failed
+}
+
+// machine is one Machine of a roll as the watch saw it.
+type machine struct {
+	Name         string
+	ControlPlane bool
+	Version      string
+	Created      time.Time
+	Running      time.Time // first seen Running
+}
+
+// roll follows a cluster's machines until every one runs version and their count is replicas; it
+// returns every machine seen and when the control plane's last machine of another version went.
+func roll(t *testing.T, kc, ns, cluster, version string, replicas int, timeout time.Duration) (map[string]*machine, time.Time) {
+	t.Helper()
+	seen := map[string]*machine{}
+	var cpDone time.Time
+	deadline := time.Now().Add(timeout)
+	for {
+		out := kubectlQuiet(kc, "-n", ns, "get", "machines", "-l", "cluster.x-k8s.io/cluster-name="+cluster, "-o", "json")
+		var list struct {
+			Items []struct {
+				Metadata struct {
+					Name              string            `json:"name"`
+					CreationTimestamp time.Time         `json:"creationTimestamp"`
+					Labels            map[string]string `json:"labels"`
+				} `json:"metadata"`
+				Spec struct {
+					Version string `json:"version"`
+				} `json:"spec"`
+				Status struct {
+					Phase string `json:"phase"`
+				} `json:"status"`
+			} `json:"items"`
+		}
+		if json.Unmarshal([]byte(out), &list) == nil && len(list.Items) > 0 {
+			now := time.Now()
+			done, oldControlPlane := 0, false
+			for _, m := range list.Items {
+				_, cp := m.Metadata.Labels["cluster.x-k8s.io/control-plane"]
+				s := seen[m.Metadata.Name]
+				if s == nil {
+					s = &machine{Name: m.Metadata.Name, ControlPlane: cp, Version: m.Spec.Version, Created: m.Metadata.CreationTimestamp}
+					seen[m.Metadata.Name] = s
+				}
+				if m.Status.Phase == "Running" && s.Running.IsZero() {
+					s.Running = now
+				}
+				if cp && m.Spec.Version != version {
+					oldControlPlane = true
+				}
+				if m.Spec.Version == version && m.Status.Phase == "Running" {
+					done++
+				}
+			}
+			if !oldControlPlane && cpDone.IsZero() {
+				cpDone = now
+			}
+			if done == replicas && len(list.Items) == replicas {
+				return seen, cpDone
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for the machines of %s at %s: %s", timeout, cluster, version, kubectlQuiet(kc, "-n", ns, "get", "machines", "-o", "wide"))
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+// assertRoll checks a roll: every machine of the older version replaced once, the control plane
+// first, the workers after it; it logs the time of each new machine.
+func assertRoll(t *testing.T, what string, seen map[string]*machine, cpDone time.Time, version string, controlPlanes, workers int) {
+	t.Helper()
+	var lines []string
+	newCP, newW := 0, 0
+	for _, m := range seen {
+		if m.Version != version {
+			continue
+		}
+		role := "worker"
+		if m.ControlPlane {
+			role = "control plane"
+			newCP++
+		} else {
+			newW++
+			// Created after the control plane's roll (2 s: the watch's period, 1 s: timestamps).
+			if m.Created.Before(cpDone.Add(-3 * time.Second)) {
+				t.Errorf("%s: worker %s created at %s, before the control plane's roll ended at %s", what, m.Name, m.Created.Format(time.TimeOnly), cpDone.Format(time.TimeOnly))
+			}
+		}
+		lines = append(lines, fmt.Sprintf("%s %s: created %s, Running after %s", role, m.Name, m.Created.Format(time.TimeOnly), m.Running.Sub(m.Created).Round(time.Second)))
+	}
+	sort.Strings(lines)
+	for _, l := range lines {
+		t.Logf("%s: %s", what, l)
+	}
+	if newCP != controlPlanes || newW != workers {
+		t.Errorf("%s: %d control plane and %d worker machines made at %s, want %d and %d (each replaced once)", what, newCP, newW, version, controlPlanes, workers)
+	}
+}
+
+// nodeVersions lists the kubelet versions of a cluster's nodes.
+func nodeVersions(kubeconfig string) []string {
+	v := strings.Fields(kubectlQuiet(kubeconfig, "get", "nodes", "-o", "jsonpath={.items[*].status.nodeInfo.kubeletVersion}"))
+	slices.Sort(v)
+	return slices.Compact(v)
+}
+
+// capiObjects lists every Cluster API object that must neither come nor go in a roll.
+func capiObjects(t *testing.T, kc string) []string {
+	t.Helper()
+	return strings.Fields(kubectl(t, kc, "get", "clusters.cluster.x-k8s.io,kubeadmcontrolplanes,machinedeployments,dockerclusters", "-A", "-o",
+		`jsonpath={range .items[*]}{.kind}/{.metadata.namespace}/{.metadata.name}/{.metadata.uid}{"\n"}{end}`))
+}
+
+// Kubernetes upgraded by commits only: a workload cluster, then the management cluster itself
+// (a self-hosted roll), each from the test bed's older minor to the pinned one; the steps the
+// rules refuse change nothing and say why.
+func TestClustersAreUpgradedByCommits(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Minute)
+	defer cancel()
+	r, _ := bootstrapFromGit(t, ctx, func(r *repository) {
+		values := readFile(t, filepath.Join(r.dir, "environment-values", env, "values.yaml"))
+		values = strings.Replace(values, "kubernetes_version: "+newerVersion, "kubernetes_version: "+olderVersion, 1)
+		r.write(t, "environment-values/"+env+"/values.yaml", values+
+			"workload_clusters:\n  kubernetes_versions: ["+olderVersion+", "+newerVersion+"]\n")
+	})
+	kc := managementKubeconfig()
+	if got := nodeVersions(kc); !slices.Equal(got, []string{olderVersion}) {
+		t.Fatalf("the management cluster's nodes run %v, want %s", got, olderVersion)
+	}
+	const dir = "clusters/management/workload-clusters"
+	wl1 := func(version string) string {
+		return workloadCluster("wl1", "", "      kubernetes_version: "+version+"\n")
+	}
+	r.write(t, filepath.Join(dir, "wl1", "cluster.yaml"), wl1(olderVersion))
+	pushed := r.commit(t, "wl1 at "+olderVersion)
+	fetchTenantSources(t, kc)
+	waitFor(t, 20*time.Minute, "wl1 Available", func() bool {
+		return kubectlQuiet(kc, "-n", "workload-clusters", "get", "cluster", "wl1", "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`) == "True"
+	})
+	t.Logf("push -> wl1 at %s Available: %s", olderVersion, time.Since(pushed).Round(time.Second))
+
+	wlkc := filepath.Join(t.TempDir(), "wl1.kubeconfig")
+	if err := os.WriteFile(wlkc, []byte(kubectl(t, kc, "-n", "workload-clusters", "get", "secret", "wl1-kubeconfig", "-o", "jsonpath={.data.value}")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	decodeBase64File(t, wlkc)
+	manifests := filepath.Join(t.TempDir(), "hello.yaml")
+	if err := os.WriteFile(manifests, []byte(rollingHello), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Minute, "hello applied to wl1", func() bool {
+		return exec.Command("kubectl", "--kubeconfig", wlkc, "apply", "-f", manifests).Run() == nil
+	})
+	waitFor(t, 5*time.Minute, "hello answering in wl1", func() bool {
+		return kubectlQuiet(wlkc, "-n", "hello", "get", "deployment", "hello", "-o", "jsonpath={.status.availableReplicas}") == "2"
+	})
+	const helloPath = "/api/v1/namespaces/hello/services/hello:80/proxy/"
+	objects := capiObjects(t, kc)
+
+	// 1. The workload cluster, by a commit to its file.
+	p := startProbe(t, "wl1 "+olderVersion+" -> "+newerVersion, map[string][2]string{"wl1 API server": {wlkc, "/readyz"}, "wl1 hello Service": {wlkc, helloPath}})
+	r.write(t, filepath.Join(dir, "wl1", "cluster.yaml"), wl1(newerVersion))
+	pushed = r.commit(t, "wl1 to "+newerVersion)
+	fetchTenantSources(t, kc)
+	seen, cpDone := roll(t, kc, "workload-clusters", "wl1", newerVersion, 2, 30*time.Minute)
+	t.Logf("push -> wl1 rolled to %s: %s", newerVersion, time.Since(pushed).Round(time.Second))
+	p.finish(t)
+	assertRoll(t, "wl1", seen, cpDone, newerVersion, 1, 1)
+	waitFor(t, 5*time.Minute, "wl1's nodes at "+newerVersion, func() bool {
+		return slices.Equal(nodeVersions(wlkc), []string{newerVersion})
+	})
+	if got := kubectlQuiet(wlkc, "-n", "hello", "get", "deployment", "hello", "-o", "jsonpath={.status.availableReplicas}"); got != "2" {
+		t.Errorf("hello in wl1 after the roll: %q available", got)
+	}
+
+	// 2. Steps the rules refuse: a downgrade (the chart, from the running control plane) and a
+	// version the platform does not offer (the tenant's admission policy). Neither changes a machine.
+	machines := kubectl(t, kc, "-n", "workload-clusters", "get", "machines", "-o", "name")
+	r.write(t, filepath.Join(dir, "wl1", "cluster.yaml"), wl1(olderVersion))
+	pushed = r.commit(t, "wl1 back to "+olderVersion)
+	fetchTenantSources(t, kc)
+	var message string
+	waitFor(t, 6*time.Minute, "the downgrade refused", func() bool {
+		message = kubectlQuiet(kc, "-n", "workload-clusters", "get", "helmrelease", "wl1-cluster", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].message}`)
+		return strings.Contains(message, "a downgrade is not supported")
+	})
+	t.Logf("downgrade refused in %s: %.200s", time.Since(pushed).Round(time.Second), message)
+	r.write(t, filepath.Join(dir, "wl1", "cluster.yaml"), wl1("v1.38.0"))
+	pushed = r.commit(t, "wl1 to an unknown version")
+	fetchTenantSources(t, kc)
+	waitFor(t, 3*time.Minute, "the unknown version refused", func() bool {
+		message = kubectlQuiet(kc, "-n", "workload-clusters", "get", "kustomization", "workload-clusters", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].message}`)
+		return strings.Contains(message, "kubernetes_version: expected one of "+olderVersion+","+newerVersion)
+	})
+	t.Logf("unknown version refused in %s: %.200s", time.Since(pushed).Round(time.Second), message)
+	r.write(t, filepath.Join(dir, "wl1", "cluster.yaml"), wl1(newerVersion))
+	r.commit(t, "wl1 at "+newerVersion+" again")
+	fetchTenantSources(t, kc)
+	waitFor(t, 6*time.Minute, "wl1-cluster Ready again", func() bool {
+		return kubectlQuiet(kc, "-n", "workload-clusters", "get", "helmrelease", "wl1-cluster", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`) == "True"
+	})
+	if now := kubectl(t, kc, "-n", "workload-clusters", "get", "machines", "-o", "name"); now != machines {
+		t.Errorf("the refused commits changed wl1's machines: %s -> %s", machines, now)
+	}
+
+	// 3. The management cluster itself, by a commit to its environment's values: its own
+	// controllers roll the machines they run on.
+	wlMachines := kubectl(t, kc, "-n", "workload-clusters", "get", "machines", "-o", "name")
+	p = startProbe(t, "management "+olderVersion+" -> "+newerVersion, map[string][2]string{"management API server": {kc, "/readyz"}, "wl1 hello Service": {wlkc, helloPath}})
+	values := readFile(t, filepath.Join(r.dir, "environment-values", env, "values.yaml"))
+	r.write(t, "environment-values/"+env+"/values.yaml", strings.Replace(values, "kubernetes_version: "+olderVersion, "kubernetes_version: "+newerVersion, 1))
+	pushed = r.commit(t, "management to "+newerVersion)
+	kubectlQuiet(kc, "-n", "cluster-init", "annotate", "--overwrite", "gitrepository", "cluster-init", "reconcile.fluxcd.io/requestedAt="+time.Now().Format(time.RFC3339Nano))
+	seen, cpDone = roll(t, kc, "cluster-init", "management", newerVersion, 2, 40*time.Minute)
+	t.Logf("push -> management rolled to %s: %s", newerVersion, time.Since(pushed).Round(time.Second))
+	p.finish(t)
+	assertRoll(t, "management", seen, cpDone, newerVersion, 1, 1)
+	waitFor(t, 5*time.Minute, "the management cluster's nodes at "+newerVersion, func() bool {
+		return slices.Equal(nodeVersions(kc), []string{newerVersion})
+	})
+	waitFor(t, 10*time.Minute, "the management cluster's units Ready after its roll", func() bool {
+		states := strings.Fields(kubectlQuiet(kc, "-n", "cluster-init", "get", "kustomizations", "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`))
+		return len(states) > 0 && !slices.ContainsFunc(states, func(s string) bool { return !strings.HasSuffix(s, "=True") })
+	})
+	if now := kubectl(t, kc, "-n", "workload-clusters", "get", "machines", "-o", "name"); now != wlMachines {
+		t.Errorf("the management cluster's roll changed wl1's machines: %s -> %s", wlMachines, now)
+	}
+	if now := capiObjects(t, kc); !slices.Equal(now, objects) {
+		t.Errorf("Cluster API objects came or went in the rolls: %v -> %v", objects, now)
+	}
+}
