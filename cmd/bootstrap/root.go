@@ -73,6 +73,7 @@ An existing cluster instead of kind:
 		newDeleteCommand(g),
 		newStandaloneCommand(g),
 		newStatusCommand(g),
+		newUpgradeCommand(g),
 		newKubeconfigCommand(g),
 		newCleanupCommand(g),
 		newSecretsCommand(g),

@@ -35,9 +35,10 @@ import (
 
 // The commands that change a standalone cluster.
 const (
-	CommandCreate = "create"
-	CommandScale  = "scale"
-	CommandDelete = "delete"
+	CommandCreate  = "create"
+	CommandScale   = "scale"
+	CommandDelete  = "delete"
+	CommandUpgrade = "upgrade"
 )
 
 // standaloneValues make the release define a cluster with no management in it and no pivot.
@@ -358,9 +359,11 @@ func deleteTemporaryCluster(s *session, kind *kindcluster.Manager, st *standalon
 
 // ManageOptions say what a command changes on a standalone cluster.
 type ManageOptions struct {
-	Command string // CommandScale or CommandDelete
+	Command string // CommandScale, CommandUpgrade or CommandDelete
 	// Workers and ControlPlane are the machine counts a scale asks for (nil: unchanged).
 	Workers, ControlPlane *int
+	// KubernetesVersion is the version an upgrade asks for.
+	KubernetesVersion string
 }
 
 // Manage brings management back for a standalone cluster for the time of a change: a temporary
@@ -383,7 +386,7 @@ func Manage(ctx context.Context, opts Options, m ManageOptions) (*Result, error)
 		mc     *kube.Cluster
 		done   bool // the change is complete and kept: only the temporary cluster remains
 		k      = opts.StandaloneKey
-		change = map[string]string{CommandScale: "scale", CommandDelete: "delete"}[m.Command]
+		change = map[string]string{CommandScale: "scale", CommandDelete: "delete", CommandUpgrade: "upgrade"}[m.Command]
 	)
 	defer func() { lock.Release() }()
 	skipDone := func(f func(ctx context.Context) error) func(ctx context.Context) error {
@@ -415,6 +418,11 @@ func Manage(ctx context.Context, opts Options, m ManageOptions) (*Result, error)
 			if st, err = d.Check(k); err != nil {
 				return err
 			}
+			if m.Command == CommandUpgrade {
+				if err := checkStandaloneUpgrade(st, m.KubernetesVersion); err != nil {
+					return err
+				}
+			}
 			st, done, err = beginOperation(s, d, st, kind, m)
 			return err
 		}},
@@ -429,16 +437,25 @@ func Manage(ctx context.Context, opts Options, m ManageOptions) (*Result, error)
 			return restoreObjects(ctx, s, d, st, mc, kind.KubeconfigPath(st.BootstrapCluster.Name))
 		})},
 		{change, skipDone(func(ctx context.Context) error {
-			if m.Command == CommandDelete {
+			switch m.Command {
+			case CommandDelete:
 				return deleteCluster(ctx, s, d, st, mc)
+			case CommandUpgrade:
+				return upgradeCluster(ctx, s, d, st, mc, m.KubernetesVersion)
 			}
 			return scaleCluster(ctx, s, d, st, mc, m)
 		})},
 	}
-	if m.Command == CommandScale {
+	if m.Command != CommandDelete {
 		phases = append(phases, phase{"export", skipDone(func(ctx context.Context) error {
 			if err := exportObjects(ctx, s, d, mc, kind.KubeconfigPath(st.BootstrapCluster.Name), st); err != nil {
 				return err
+			}
+			if m.Command == CommandUpgrade {
+				// Every machine is replaced by one of the new version: that is the change.
+				st.KubernetesVersion = m.KubernetesVersion
+				st.Pending.Finished = true
+				return d.Save(st)
 			}
 			// A scale-down removes machines; a machine still there must have kept its provider ID.
 			kept := map[string]string{}
@@ -469,7 +486,7 @@ func Manage(ctx context.Context, opts Options, m ManageOptions) (*Result, error)
 		if err := d.Save(st); err != nil {
 			return err
 		}
-		s.out.Log("standalone cluster %s: %d control plane and %d worker machines; no management left running", st.Cluster, st.ControlPlane, st.Workers)
+		s.out.Log("standalone cluster %s: Kubernetes %s, %d control plane and %d worker machines; no management left running", st.Cluster, st.KubernetesVersion, st.ControlPlane, st.Workers)
 		return nil
 	}})
 	res, err := s.run(ctx, phases)
@@ -507,7 +524,7 @@ func beginOperation(s *session, d standalone.Dir, st *standalone.State, kind *ki
 		s.out.Log("the change was complete and kept: only the temporary management cluster remains to delete")
 		return st, true, nil
 	}
-	next := &standalone.Operation{Command: m.Command, Started: time.Now().UTC(), Workers: m.Workers, ControlPlane: m.ControlPlane}
+	next := &standalone.Operation{Command: m.Command, Started: time.Now().UTC(), Workers: m.Workers, ControlPlane: m.ControlPlane, KubernetesVersion: m.KubernetesVersion}
 	if p != nil {
 		next.Started = p.Started
 		// The temporary cluster that holds the restored objects holds the truth: they are not

@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"cluster-init.dev/cluster-init/internal/upgrades"
 )
 
 // The two Kubernetes minors of the test bed (tools/versions.env): the pinned one and the one
@@ -290,6 +292,36 @@ func capiObjects(t *testing.T, kc string) []string {
 		`jsonpath={range .items[*]}{.kind}/{.metadata.namespace}/{.metadata.name}/{.metadata.uid}{"\n"}{end}`))
 }
 
+// upgradePlan runs `bootstrap upgrade plan` on the repository's environment and logs its table.
+func upgradePlan(t *testing.T, r *repository, when string) upgrades.Plan {
+	t.Helper()
+	run := func(format string) []byte {
+		cmd := exec.Command(binary, "upgrade", "plan", env, "--repo", r.dir, "--age-key-file", r.key, "-o", format)
+		cmd.Dir, cmd.Env = repo, append(os.Environ(), "CLUSTER_INIT_STATE_DIR="+stateDir)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("bootstrap upgrade plan %s: %v", when, err)
+		}
+		return out
+	}
+	t.Logf("bootstrap upgrade plan, %s:\n%s", when, run("table"))
+	var p upgrades.Plan
+	if err := json.Unmarshal(run("json"), &p); err != nil {
+		t.Fatalf("bootstrap upgrade plan -o json %s: %v", when, err)
+	}
+	return p
+}
+
+// planStep is what the plan says of a cluster: its asked version and action.
+func planStep(p upgrades.Plan, ns, name string) string {
+	for _, c := range p.Clusters {
+		if c.Namespace == ns && c.Name == name {
+			return c.Asked + " " + c.Action
+		}
+	}
+	return "missing"
+}
+
 // Kubernetes upgraded by commits only: a workload cluster, then the management cluster itself
 // (a self-hosted roll), each from the test bed's older minor to the pinned one; the steps the
 // rules refuse change nothing and say why.
@@ -335,6 +367,13 @@ func TestClustersAreUpgradedByCommits(t *testing.T) {
 	})
 	const helloPath = "/api/v1/namespaces/hello/services/hello:80/proxy/"
 	objects := capiObjects(t, kc)
+	plan := upgradePlan(t, r, "before the rolls")
+	if got := planStep(plan, "workload-clusters", "wl1"); got != olderVersion+" "+upgrades.UpToDate {
+		t.Errorf("the plan before the rolls says wl1: %s", got)
+	}
+	if got := planStep(plan, "cluster-init", "management"); got != olderVersion+" "+upgrades.UpToDate {
+		t.Errorf("the plan before the rolls says management: %s", got)
+	}
 
 	// 1. The workload cluster, by a commit to its file.
 	p := startProbe(t, "wl1 "+olderVersion+" -> "+newerVersion, map[string][2]string{"wl1 API server": {wlkc, "/readyz"}, "wl1 hello Service": {wlkc, helloPath}})
@@ -364,6 +403,9 @@ func TestClustersAreUpgradedByCommits(t *testing.T) {
 		return strings.Contains(message, "a downgrade is not supported")
 	})
 	t.Logf("downgrade refused in %s: %.200s", time.Since(pushed).Round(time.Second), message)
+	if got := planStep(upgradePlan(t, r, "with the downgrade committed"), "workload-clusters", "wl1"); got != olderVersion+" "+upgrades.Refused {
+		t.Errorf("the plan with the downgrade committed says wl1: %s", got)
+	}
 	r.write(t, filepath.Join(dir, "wl1", "cluster.yaml"), wl1("v1.38.0"))
 	pushed = r.commit(t, "wl1 to an unknown version")
 	fetchTenantSources(t, kc)
@@ -388,6 +430,9 @@ func TestClustersAreUpgradedByCommits(t *testing.T) {
 	p = startProbe(t, "management "+olderVersion+" -> "+newerVersion, map[string][2]string{"management API server": {kc, "/readyz"}, "wl1 hello Service": {wlkc, helloPath}})
 	values := readFile(t, filepath.Join(r.dir, "environment-values", env, "values.yaml"))
 	r.write(t, "environment-values/"+env+"/values.yaml", strings.Replace(values, "kubernetes_version: "+olderVersion, "kubernetes_version: "+newerVersion, 1))
+	if got := planStep(upgradePlan(t, r, "with the management cluster's new version in the checkout"), "cluster-init", "management"); got != newerVersion+" "+upgrades.Upgrade {
+		t.Errorf("the plan before the management cluster's commit says: %s", got)
+	}
 	pushed = r.commit(t, "management to "+newerVersion)
 	kubectlQuiet(kc, "-n", "cluster-init", "annotate", "--overwrite", "gitrepository", "cluster-init", "reconcile.fluxcd.io/requestedAt="+time.Now().Format(time.RFC3339Nano))
 	seen, cpDone = roll(t, kc, "cluster-init", "management", newerVersion, 2, 40*time.Minute)
@@ -404,7 +449,96 @@ func TestClustersAreUpgradedByCommits(t *testing.T) {
 	if now := kubectl(t, kc, "-n", "workload-clusters", "get", "machines", "-o", "name"); now != wlMachines {
 		t.Errorf("the management cluster's roll changed wl1's machines: %s -> %s", wlMachines, now)
 	}
+	plan = upgradePlan(t, r, "after the rolls")
+	for _, c := range plan.Clusters {
+		if c.Action != upgrades.UpToDate || c.Asked != newerVersion {
+			t.Errorf("the plan after the rolls says %s/%s: %s %s", c.Namespace, c.Name, c.Asked, c.Action)
+		}
+	}
+	for _, c := range plan.Components {
+		if c.Action != upgrades.UpToDate {
+			t.Errorf("the plan after the rolls says component %s %s: %s (%s, checkout %s)", c.Unit, c.Deployment, c.Action, c.Running, c.Checkout)
+		}
+	}
 	if now := capiObjects(t, kc); !slices.Equal(now, objects) {
 		t.Errorf("Cluster API objects came or went in the rolls: %v -> %v", objects, now)
+	}
+}
+
+// A standalone cluster upgraded by `bootstrap upgrade ENV --kubernetes-version`: the steps the
+// rules refuse are refused in seconds with nothing created; the next minor rolls every machine,
+// the control plane first, with the API server answering through its load balancer.
+func TestAStandaloneClusterIsUpgraded(t *testing.T) {
+	cleanup(t, env)
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	os.RemoveAll(standaloneDir())
+	t.Cleanup(func() {
+		if _, err := os.Stat(standaloneDir()); err == nil {
+			bootstrap(t, context.Background(), nil, "delete", env, "--yes", "--output", "plain")
+		}
+		cleanup(t, env)
+		os.RemoveAll(standaloneDir())
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	defer cancel()
+
+	older := writeValues(t, "cluster:\n  kubernetes_version: "+olderVersion+"\n")
+	r := bootstrap(t, ctx, nil, env, "--standalone", "--values", testbedVs, "--values", older, "--output", "plain")
+	r.report(t, "bootstrap "+env+" --standalone at "+olderVersion)
+	if r.err != nil {
+		t.Fatalf("bootstrap --standalone: %v", r.err)
+	}
+	kc := filepath.Join(standaloneDir(), "kubeconfig")
+	if got := nodeVersions(kc); !slices.Equal(got, []string{olderVersion}) {
+		t.Fatalf("the standalone cluster's nodes run %v, want %s", got, olderVersion)
+	}
+	ca := servedCA(t, kc)
+	before := clusterContainers(t)
+
+	for version, says := range map[string]string{"v1.36.1": "a downgrade is not supported", "v1.38.0": "one minor at a time", "v1.37": "not a version"} {
+		r := bootstrap(t, ctx, nil, "upgrade", env, "--kubernetes-version", version, "--output", "plain")
+		if r.err == nil || r.wall > 20*time.Second || !strings.Contains(r.output.String(), says) {
+			t.Errorf("upgrade to %s: %v after %s, want a refusal in seconds saying %q: %s", version, r.err, r.wall, says, r.output.String())
+		}
+		assertNoBootstrapCluster(t)
+	}
+	if st := assertStandaloneState(t, false); st["kubernetes_version"] != olderVersion {
+		t.Errorf("the refusals changed the state: %v", st["kubernetes_version"])
+	}
+
+	p := startProbe(t, "standalone "+olderVersion+" -> "+newerVersion, map[string][2]string{"API server": {kc, "/readyz"}})
+	r = bootstrap(t, ctx, nil, "upgrade", env, "--kubernetes-version", newerVersion, "--output", "plain")
+	p.finish(t)
+	r.report(t, "upgrade "+env+" --kubernetes-version "+newerVersion)
+	if r.err != nil {
+		t.Fatalf("upgrade: %v", r.err)
+	}
+	assertNoBootstrapCluster(t)
+	if got := nodeVersions(kc); !slices.Equal(got, []string{newerVersion}) {
+		t.Errorf("after the upgrade the nodes run %v, want %s", got, newerVersion)
+	}
+	after := clusterContainers(t)
+	if len(after) != len(before) {
+		t.Errorf("containers %v after the upgrade, %v before", after, before)
+	}
+	for name := range before {
+		if _, ok := after[name]; ok && !strings.HasSuffix(name, "-lb") {
+			t.Errorf("machine container %s not replaced", name)
+		}
+	}
+	if got := servedCA(t, kc); got != ca {
+		t.Error("the cluster's CA changed")
+	}
+	if st := assertStandaloneState(t, false); st["kubernetes_version"] != newerVersion {
+		t.Errorf("state: kubernetes_version %v, want %s", st["kubernetes_version"], newerVersion)
+	}
+	// The cluster is still managed from its state: a scale after the upgrade keeps its machines.
+	r = bootstrap(t, ctx, nil, "scale", env, "--workers", "2", "--output", "plain")
+	r.report(t, "scale "+env+" --workers 2 after the upgrade")
+	if r.err != nil {
+		t.Fatalf("scale after the upgrade: %v", r.err)
+	}
+	if got := nodeVersions(kc); !slices.Equal(got, []string{newerVersion}) {
+		t.Errorf("after the scale the nodes run %v, want %s", got, newerVersion)
 	}
 }

@@ -27,6 +27,8 @@ type Machine struct {
 	Phase        string
 	ProviderID   string
 	Node         string
+	// Version is the Kubernetes version the machine is made for.
+	Version string
 	// Ready: Running, with its node, and Cluster API reports it Ready (the node healthy).
 	Ready bool
 	// Message is why it is not ready, when Cluster API says.
@@ -87,7 +89,7 @@ func Read(ctx context.Context, c client.Reader, namespace, name string) (View, e
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
 	for _, m := range list.Items {
 		_, cp := m.Labels[clusterv1.MachineControlPlaneLabel]
-		mv := Machine{Name: m.Name, ControlPlane: cp, Phase: m.Status.Phase, ProviderID: m.Spec.ProviderID, Node: m.Status.NodeRef.Name}
+		mv := Machine{Name: m.Name, ControlPlane: cp, Phase: m.Status.Phase, ProviderID: m.Spec.ProviderID, Node: m.Status.NodeRef.Name, Version: m.Spec.Version}
 		ready := apimeta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineReadyCondition)
 		mv.Ready = mv.Phase == string(clusterv1.MachinePhaseRunning) && mv.Node != "" && ready != nil && ready.Status == metav1.ConditionTrue
 		if ready != nil && ready.Status != metav1.ConditionTrue && ready.Message != "" {

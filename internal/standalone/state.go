@@ -102,7 +102,7 @@ type ManagementUnit struct {
 // Operation is a change under way: set before the temporary management cluster is created,
 // cleared once the state is exported again and the temporary cluster is gone.
 type Operation struct {
-	Command string    `json:"command"` // scale | delete
+	Command string    `json:"command"` // scale | upgrade | delete
 	Started time.Time `json:"started"`
 	// Restored is set once the objects are in the temporary management cluster: from then on
 	// that cluster, not the directory, holds the truth, and the objects are never restored again
@@ -116,6 +116,8 @@ type Operation struct {
 	// Workers and ControlPlane are the counts a scale asks for (nil: unchanged).
 	Workers      *int `json:"workers,omitempty"`
 	ControlPlane *int `json:"control_plane,omitempty"`
+	// KubernetesVersion is the version an upgrade asks for.
+	KubernetesVersion string `json:"kubernetes_version,omitempty"`
 }
 
 // Dir is a standalone cluster's state directory.

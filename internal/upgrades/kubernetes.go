@@ -17,7 +17,8 @@ const KubeletSkew = 3
 
 // minor returns the minor of a version such as v1.37.0.
 func minor(v string) (int, error) {
-	if !semver.IsValid(v) {
+	// semver accepts v1.37 for v1.37.0: a Kubernetes version names its patch.
+	if core, _, _ := strings.Cut(v, "+"); !semver.IsValid(v) || semver.Canonical(core) != core {
 		return 0, fmt.Errorf("%q is not a version such as v1.37.0", v)
 	}
 	if semver.Major(v) != "v1" {

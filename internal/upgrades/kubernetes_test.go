@@ -20,6 +20,8 @@ func TestAKubernetesStepIsOneMinorForward(t *testing.T) {
 		{"v1.37.2", "v1.37.0", "a downgrade is not supported"},
 		{"v1.37.0", "v1.36.3", "a downgrade is not supported"},
 		{"v1.37.0", "1.38.0", `"1.38.0" is not a version`},
+		{"v1.36.3", "v1.37", `"v1.37" is not a version`},
+		{"v1.37.0+rke2r1", "v1.38.1+rke2r1", ""},
 		{"v1.37.0", "v2.0.0", "not a Kubernetes v1 version"},
 		{"latest", "v1.37.0", "the running version"},
 	} {

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"cluster-init.dev/cluster-init/internal/bootstrap"
+	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/upgrades"
+	"cluster-init.dev/cluster-init/internal/validate"
+)
+
+func newUpgradeCommand(g *globals) *cobra.Command {
+	f := &manageFlags{}
+	var version string
+	cmd := &cobra.Command{
+		Use:   "upgrade ENV --kubernetes-version V | upgrade plan ENV",
+		Short: "Upgrade a standalone cluster's Kubernetes; `upgrade plan`: what a commit would change, and whether the rules allow it",
+		Long: `A cluster that lives from git is upgraded by a commit: cluster.kubernetes_version in the
+environment's values (the management cluster) or in a workload cluster's HelmRelease.
+` + "`upgrade plan ENV`" + ` shows, before the commit, what runs and what would change (docs/upgrades.md).
+
+` + "`upgrade ENV --kubernetes-version V`" + ` upgrades the standalone cluster of ENV (kubeadm on CAPD): a
+temporary management cluster comes back from its state, as for scale; the control plane rolls one
+machine at a time to V with the node image of V, then the workers; the objects are exported again
+and the temporary cluster deleted. One minor at a time, never down: a step the rules refuse is
+refused before anything is created. Interrupted, the same command run again finishes it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if version == "" {
+				return fmt.Errorf("upgrade %s: give --kubernetes-version V (a standalone cluster), or run `bootstrap upgrade plan %s`", args[0], args[0])
+			}
+			return g.runManage(cmd, args[0], f, bootstrap.ManageOptions{Command: bootstrap.CommandUpgrade, KubernetesVersion: version})
+		},
+	}
+	cmd.Flags().StringVar(&version, "kubernetes-version", "", "the Kubernetes version to upgrade the standalone cluster to (the next minor at most, such as v1.37.0)")
+	addManageFlags(cmd, f)
+	cmd.AddCommand(newUpgradePlanCommand(g))
+	return cmd
+}
+
+func newUpgradePlanCommand(g *globals) *cobra.Command {
+	var kubeconfig, kubeContext, output string
+	cmd := &cobra.Command{
+		Use:   "plan ENV",
+		Short: "Show every cluster and component: the version it runs, the one asked for, and whether the step is allowed",
+		Long: `Read the management cluster of the environment (or the one of --kubeconfig) and show, like
+clusterctl upgrade plan:
+  clusters    every Cluster API cluster, the management cluster included: the Kubernetes version
+              its control plane and workers run, the one asked for (the checkout's values for the
+              management cluster, its committed HelmRelease for a workload cluster) and the step:
+              up to date, upgrade, rolling, or refused with the rule it breaks (no downgrade, one
+              minor at a time)
+  components  every controller the checkout installs: the images running and the checkout's
+It changes nothing.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "" && output != "table" && output != "json" {
+				return fmt.Errorf("--output %q: expected table or json", output)
+			}
+			w, v, clusters, err := g.openClusters(args[0], kubeconfig, kubeContext)
+			if err != nil {
+				return err
+			}
+			// The management cluster once the pivot is done, else the bootstrap cluster.
+			c := clusters[len(clusters)-1]
+			ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
+			defer cancel()
+			plan, err := w.upgradePlan(ctx, c, v.Cluster.Name, v.Cluster.KubernetesVersion)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(plan)
+			}
+			writePlan(cmd.OutOrStdout(), fmt.Sprintf("%s, %s cluster (%s)", w.env.Name, c.Name, c.Config.Host), plan)
+			return nil
+		},
+	}
+	addKubeconfigFlags(cmd, &kubeconfig, &kubeContext, "the management cluster to read, if it is not one of cluster-init's")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	return cmd
+}
+
+// upgradePlan reads the clusters and components of c against what the checkout asks for.
+func (w *workspace) upgradePlan(ctx context.Context, c *kube.Cluster, managementName, managementVersion string) (upgrades.Plan, error) {
+	// The management cluster's own Cluster is in the release's namespace.
+	clusters, err := upgrades.Clusters(ctx, c.Client, upgrades.ManagementCluster{Namespace: names.Namespace, Name: managementName, Asked: managementVersion})
+	if err != nil {
+		return upgrades.Plan{}, fmt.Errorf("read the clusters of the %s cluster: %w", c.Name, err)
+	}
+	opts := w.renderOptions(render.ContextManagement)
+	for _, t := range validate.Targets() {
+		if t.Context == render.ContextManagement && len(t.State) > 0 {
+			opts.State = t.State // after the pivot: the release that runs there
+		}
+	}
+	r, err := w.renderer()
+	if err != nil {
+		return upgrades.Plan{}, err
+	}
+	defer r.Close()
+	res, err := r.Render(ctx, opts)
+	if err != nil {
+		return upgrades.Plan{}, fmt.Errorf("render the checkout's management cluster: %w", err)
+	}
+	// Flux, as bootstrap installs it into the management cluster, and every unit's controllers.
+	flux, err := r.Flux(ctx)
+	if err != nil {
+		return upgrades.Plan{}, fmt.Errorf("render the checkout's Flux: %w", err)
+	}
+	objects := make([]render.Object, 0, len(flux)+len(res.Objects))
+	for _, o := range flux {
+		objects = append(objects, render.Object{Unit: "flux", Object: o})
+	}
+	objects = append(objects, res.Objects...)
+	var wanted []upgrades.WantedDeployment
+	for _, o := range objects {
+		if o.Unit == "" || o.Object.GetKind() != "Deployment" || o.Object.GetAPIVersion() != "apps/v1" {
+			continue
+		}
+		d := upgrades.WantedDeployment{Unit: o.Unit, Namespace: o.Object.GetNamespace(), Name: o.Object.GetName()}
+		containers, _, _ := unstructured.NestedSlice(o.Object.Object, "spec", "template", "spec", "containers")
+		for _, ctr := range containers {
+			if m, ok := ctr.(map[string]any); ok {
+				if img, ok := m["image"].(string); ok {
+					d.Images = append(d.Images, img)
+				}
+			}
+		}
+		wanted = append(wanted, d)
+	}
+	components, err := upgrades.Components(ctx, c.Client, wanted)
+	if err != nil {
+		return upgrades.Plan{}, fmt.Errorf("read the components of the %s cluster: %w", c.Name, err)
+	}
+	return upgrades.Plan{Clusters: clusters, Components: components}, nil
+}
+
+// writePlan prints a plan as two tables.
+func writePlan(out io.Writer, title string, p upgrades.Plan) {
+	fmt.Fprintf(out, "%s\n\nClusters:\n", title)
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  CLUSTER\tCONTROL PLANE\tWORKERS\tASKED\tBY\tSTEP")
+	for _, c := range p.Clusters {
+		cp := c.ControlPlane
+		if c.ControlPlaneRuns != "" && c.ControlPlaneRuns != c.ControlPlane {
+			cp += " (runs " + c.ControlPlaneRuns + ")"
+		}
+		step := c.Action
+		if c.Reason != "" {
+			step += ": " + c.Reason
+		}
+		fmt.Fprintf(tw, "  %s/%s\t%s\t%s\t%s\t%s\t%s\n", c.Namespace, c.Name, orDash(cp), orDash(strings.Join(c.Workers, ",")), orDash(c.Asked), c.AskedBy, step)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(out, "\nComponents:\n")
+	tw = tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  UNIT\tDEPLOYMENT\tRUNNING\tCHECKOUT\tSTEP")
+	for _, c := range p.Components {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Unit, c.Deployment, orDash(shortImages(c.Running)), shortImages(c.Checkout), c.Action)
+	}
+	_ = tw.Flush()
+}
+
+// shortImages keeps the last path element of each image: the registry and organisation are the
+// same on both sides, the tag is what changes.
+func shortImages(images string) string {
+	if images == "" {
+		return ""
+	}
+	var out []string
+	for _, img := range strings.Split(images, ", ") {
+		out = append(out, path.Base(img))
+	}
+	return strings.Join(out, ", ")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

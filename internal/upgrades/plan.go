@@ -1,0 +1,249 @@
+package upgrades
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"golang.org/x/mod/semver"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// What a plan says of a cluster or a component.
+const (
+	UpToDate     = "up to date"
+	Upgrade      = "upgrade"
+	Rolling      = "rolling"
+	Refused      = "refused"
+	NotInstalled = "not installed"
+)
+
+// Plan is what `bootstrap upgrade plan` shows: every cluster and component, what runs, what the
+// checkout (or the cluster's committed release) asks for, and whether the step is allowed.
+type Plan struct {
+	Clusters   []Cluster   `json:"clusters"`
+	Components []Component `json:"components"`
+}
+
+// Cluster is one Cluster API cluster of the management cluster (itself included).
+type Cluster struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// ControlPlane is the version the control plane is asked to run (spec.version);
+	// ControlPlaneRuns the oldest its machines run (status.version).
+	ControlPlane     string   `json:"controlPlane"`
+	ControlPlaneRuns string   `json:"controlPlaneRuns,omitempty"`
+	Workers          []string `json:"workers,omitempty"`
+	// Asked is the version asked for, and AskedBy where it is asked.
+	Asked   string `json:"asked"`
+	AskedBy string `json:"askedBy"`
+	Action  string `json:"action"`
+	// Reason says why a step is refused.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Component is one controller of the management cluster.
+type Component struct {
+	Unit       string `json:"unit"`
+	Deployment string `json:"deployment"`
+	Running    string `json:"running,omitempty"`
+	Checkout   string `json:"checkout"`
+	Action     string `json:"action"`
+}
+
+// WantedDeployment is a Deployment the checkout renders, with its images.
+type WantedDeployment struct {
+	Unit, Namespace, Name string
+	Images                []string
+}
+
+// ManagementCluster names the management cluster and the version the checkout asks of it.
+type ManagementCluster struct {
+	Namespace, Name, Asked string
+}
+
+// platformDefaults is the ConfigMap (charts/workload-clusters) whose values a tenant's cluster
+// takes when its HelmRelease names no version.
+const platformDefaults = "workload-cluster-platform"
+
+// Clusters reads every Cluster of the management cluster and the step each is asked to take.
+func Clusters(ctx context.Context, c client.Client, m ManagementCluster) ([]Cluster, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(schema.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "ClusterList"})
+	if err := c.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("list the Clusters: %w", err)
+	}
+	var out []Cluster
+	for _, item := range list.Items {
+		cl := Cluster{Namespace: item.GetNamespace(), Name: item.GetName()}
+		if err := controlPlane(ctx, c, &item, &cl); err != nil {
+			return nil, err
+		}
+		if err := workers(ctx, c, &cl); err != nil {
+			return nil, err
+		}
+		if cl.Namespace == m.Namespace && cl.Name == m.Name {
+			cl.Asked, cl.AskedBy = m.Asked, "the checkout's values"
+		} else if err := askedByRelease(ctx, c, &cl); err != nil {
+			return nil, err
+		}
+		decide(&cl)
+		out = append(out, cl)
+	}
+	slices.SortFunc(out, func(a, b Cluster) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	return out, nil
+}
+
+func controlPlane(ctx context.Context, c client.Client, cluster *unstructured.Unstructured, cl *Cluster) error {
+	group, _, _ := unstructured.NestedString(cluster.Object, "spec", "controlPlaneRef", "apiGroup")
+	kind, _, _ := unstructured.NestedString(cluster.Object, "spec", "controlPlaneRef", "kind")
+	name, _, _ := unstructured.NestedString(cluster.Object, "spec", "controlPlaneRef", "name")
+	if kind == "" {
+		return nil
+	}
+	mapping, err := c.RESTMapper().RESTMapping(schema.GroupKind{Group: group, Kind: kind})
+	if err != nil {
+		return fmt.Errorf("the control plane of cluster %s/%s: %w", cl.Namespace, cl.Name, err)
+	}
+	cp := &unstructured.Unstructured{}
+	cp.SetGroupVersionKind(mapping.GroupVersionKind)
+	if err := c.Get(ctx, client.ObjectKey{Namespace: cl.Namespace, Name: name}, cp); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("read %s %s/%s: %w", kind, cl.Namespace, name, err)
+	}
+	cl.ControlPlane, _, _ = unstructured.NestedString(cp.Object, "spec", "version")
+	cl.ControlPlaneRuns, _, _ = unstructured.NestedString(cp.Object, "status", "version")
+	return nil
+}
+
+func workers(ctx context.Context, c client.Client, cl *Cluster) error {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(schema.GroupVersionKind{Group: "cluster.x-k8s.io", Version: "v1beta2", Kind: "MachineDeploymentList"})
+	if err := c.List(ctx, list, client.InNamespace(cl.Namespace), client.MatchingLabels{"cluster.x-k8s.io/cluster-name": cl.Name}); err != nil {
+		return fmt.Errorf("list the MachineDeployments of cluster %s/%s: %w", cl.Namespace, cl.Name, err)
+	}
+	for _, md := range list.Items {
+		v, _, _ := unstructured.NestedString(md.Object, "spec", "template", "spec", "version")
+		if v != "" && !slices.Contains(cl.Workers, v) {
+			cl.Workers = append(cl.Workers, v)
+		}
+	}
+	slices.Sort(cl.Workers)
+	return nil
+}
+
+// askedByRelease reads the version a workload cluster's committed HelmRelease asks for, or the
+// platform's default it takes when it names none.
+func askedByRelease(ctx context.Context, c client.Client, cl *Cluster) error {
+	hr := &unstructured.Unstructured{}
+	hr.SetGroupVersionKind(schema.GroupVersionKind{Group: "helm.toolkit.fluxcd.io", Version: "v2", Kind: "HelmRelease"})
+	if err := c.Get(ctx, client.ObjectKey{Namespace: cl.Namespace, Name: cl.Name}, hr); err != nil {
+		if apierrors.IsNotFound(err) {
+			cl.AskedBy = "no HelmRelease " + cl.Namespace + "/" + cl.Name
+			return nil
+		}
+		return fmt.Errorf("read HelmRelease %s/%s: %w", cl.Namespace, cl.Name, err)
+	}
+	if v, _, _ := unstructured.NestedString(hr.Object, "spec", "values", "cluster", "kubernetes_version"); v != "" {
+		cl.Asked, cl.AskedBy = v, "HelmRelease "+cl.Namespace+"/"+cl.Name
+		return nil
+	}
+	cm := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: cl.Namespace, Name: platformDefaults}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			cl.AskedBy = "HelmRelease " + cl.Namespace + "/" + cl.Name + " (no version)"
+			return nil
+		}
+		return fmt.Errorf("read ConfigMap %s/%s: %w", cl.Namespace, platformDefaults, err)
+	}
+	var defaults struct {
+		Cluster struct {
+			KubernetesVersion string `json:"kubernetes_version"`
+		} `json:"cluster"`
+	}
+	if err := yaml.Unmarshal([]byte(cm.Data["values.yaml"]), &defaults); err != nil {
+		return fmt.Errorf("read ConfigMap %s/%s: values.yaml: %w", cl.Namespace, platformDefaults, err)
+	}
+	cl.Asked, cl.AskedBy = defaults.Cluster.KubernetesVersion, "the platform's default (the management cluster's version)"
+	return nil
+}
+
+// decide applies the rules to a cluster's step.
+func decide(cl *Cluster) {
+	running := cl.ControlPlane
+	switch {
+	case running == "" || cl.Asked == "":
+		cl.Action = "unknown"
+	case semver.Compare(kubernetesOf(running), kubernetesOf(cl.Asked)) == 0:
+		cl.Action = UpToDate
+		if cl.ControlPlaneRuns != "" && semver.Compare(kubernetesOf(cl.ControlPlaneRuns), kubernetesOf(running)) != 0 {
+			cl.Action = Rolling
+		}
+		for _, w := range cl.Workers {
+			if semver.Compare(kubernetesOf(w), kubernetesOf(running)) != 0 {
+				cl.Action = Rolling
+			}
+		}
+	default:
+		if err := Step(kubernetesOf(running), kubernetesOf(cl.Asked)); err != nil {
+			cl.Action, cl.Reason = Refused, err.Error()
+			return
+		}
+		for _, w := range cl.Workers {
+			if err := Step(kubernetesOf(w), kubernetesOf(cl.Asked)); err != nil {
+				cl.Action, cl.Reason = Refused, "workers: "+err.Error()
+				return
+			}
+		}
+		cl.Action = Upgrade
+	}
+}
+
+// kubernetesOf is the Kubernetes version of a control plane's version (RKE2's carry a build
+// suffix: v1.37.0+rke2r1).
+func kubernetesOf(v string) string {
+	k, _, _ := strings.Cut(v, "+")
+	return k
+}
+
+// Components compares the Deployments the checkout renders with those running.
+func Components(ctx context.Context, c client.Reader, wanted []WantedDeployment) ([]Component, error) {
+	var out []Component
+	for _, w := range wanted {
+		comp := Component{Unit: w.Unit, Deployment: w.Namespace + "/" + w.Name, Checkout: strings.Join(w.Images, ", ")}
+		d := &appsv1.Deployment{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: w.Name}, d); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("read Deployment %s: %w", comp.Deployment, err)
+			}
+			comp.Action = NotInstalled
+			out = append(out, comp)
+			continue
+		}
+		var running []string
+		for _, ctr := range d.Spec.Template.Spec.Containers {
+			running = append(running, ctr.Image)
+		}
+		comp.Running = strings.Join(running, ", ")
+		comp.Action = UpToDate
+		if comp.Running != comp.Checkout {
+			comp.Action = Upgrade
+		}
+		out = append(out, comp)
+	}
+	slices.SortFunc(out, func(a, b Component) int {
+		return strings.Compare(a.Unit+" "+a.Deployment, b.Unit+" "+b.Deployment)
+	})
+	return out, nil
+}
