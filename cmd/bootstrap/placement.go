@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -12,9 +13,11 @@ import (
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/placement"
 )
 
@@ -55,6 +58,15 @@ func newPlacementControllerCommand() *cobra.Command {
 			if err := (&placement.Reconciler{Client: mgr.GetClient(), RequeueAfter: time.Minute, Rules: rules}).SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("placement controller: %w", err)
 			}
+			// With no CLI running (a machine added or replaced by a commit), this controller asks
+			// the infrastructure providers to look again for the nodes of their machines
+			// (machines.AskToLookAgain says why they can give up), as bootstrap does while it runs.
+			if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+				lookAgain(ctx, mgr.GetClient())
+				return nil
+			})); err != nil {
+				return fmt.Errorf("placement controller: %w", err)
+			}
 			if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 				return err
 			}
@@ -70,4 +82,26 @@ func newPlacementControllerCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&rules.OnManagement, "on-management", false, "applications may run on the management cluster (values: applications.on_management)")
 	cmd.Flags().StringSliceVar(&rules.SelectorNamespaces, "selector-namespaces", nil, "namespaces, besides an application's own, whose Clusters its selector may match (values: applications.selector_namespaces)")
 	return cmd
+}
+
+// lookAgain runs machines.AskToLookAgainEverywhere every half NodeWait until ctx ends; a failed
+// look is logged and tried again at the next tick.
+func lookAgain(ctx context.Context, c client.Client) {
+	log := ctrl.Log.WithName("look-again")
+	tick := time.NewTicker(machines.NodeWait / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		asked, err := machines.AskToLookAgainEverywhere(ctx, c, time.Now())
+		for _, m := range asked {
+			log.Info("asked the infrastructure provider to look again for the node of a machine", "machine", m.String())
+		}
+		if err != nil && ctx.Err() == nil {
+			log.Error(err, "ask the infrastructure providers to look again for the nodes of their machines")
+		}
+	}
 }

@@ -90,6 +90,7 @@ type probe struct {
 	total    map[string]int
 	failed   map[string]int
 	firstErr map[string]string
+	failedAt map[string][]time.Time
 	stop     context.CancelFunc
 	done     chan struct{}
 }
@@ -116,7 +117,7 @@ func restClient(t *testing.T, kubeconfig string) rest.Interface {
 func startProbe(t *testing.T, name string, targets map[string][2]string) *probe {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &probe{name: name, total: map[string]int{}, failed: map[string]int{}, firstErr: map[string]string{}, stop: cancel, done: make(chan struct{})}
+	p := &probe{name: name, total: map[string]int{}, failed: map[string]int{}, firstErr: map[string]string{}, failedAt: map[string][]time.Time{}, stop: cancel, done: make(chan struct{})}
 	clients := map[string]rest.Interface{}
 	for what, target := range targets {
 		clients[what] = restClient(t, target[0])
@@ -147,6 +148,7 @@ func startProbe(t *testing.T, name string, targets map[string][2]string) *probe 
 					p.total[what]++
 					if err != nil {
 						p.failed[what]++
+						p.failedAt[what] = append(p.failedAt[what], time.Now())
 						if p.firstErr[what] == "" {
 							p.firstErr[what] = err.Error()
 						}
@@ -173,10 +175,33 @@ func (p *probe) finish(t *testing.T) map[string]int {
 			}
 		}
 	}) {
-		t.Logf("%s: probe of %s: %d of %d requests failed%s", p.name, what, p.failed[what], p.total[what],
-			map[bool]string{true: " (first: " + p.firstErr[what] + ")", false: ""}[p.failed[what] > 0])
+		t.Logf("%s: probe of %s: %d of %d requests failed%s%s", p.name, what, p.failed[what], p.total[what],
+			map[bool]string{true: " (first: " + p.firstErr[what] + ")", false: ""}[p.failed[what] > 0], windows(p.failedAt[what]))
 	}
 	return p.failed
+}
+
+// windows sums up failure times as the spans of failures less than 3 s apart: when the probe
+// failed, not only how often.
+func windows(at []time.Time) string {
+	if len(at) == 0 {
+		return ""
+	}
+	var spans []string
+	start, last, n := at[0], at[0], 1
+	flush := func() {
+		spans = append(spans, fmt.Sprintf("%s+%s (%d)", start.Format(time.TimeOnly), last.Sub(start).Round(time.Second), n))
+	}
+	for _, t := range at[1:] {
+		if t.Sub(last) > 3*time.Second {
+			flush()
+			start, n = t, 0
+		}
+		last = t
+		n++
+	}
+	flush()
+	return "; failing at " + strings.Join(spans, ", ")
 }
 
 // machine is one Machine of a roll as the watch saw it.

@@ -38,7 +38,28 @@ func AskToLookAgain(ctx context.Context, c client.Client, namespace, cluster str
 	if err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster}); err != nil {
 		return nil, fmt.Errorf("list the Machines of %s: %w", cluster, err)
 	}
-	var asked []string
+	keys, err := askToLookAgain(ctx, c, list, now)
+	asked := make([]string, 0, len(keys))
+	for _, k := range keys {
+		asked = append(asked, k.Name)
+	}
+	return asked, err
+}
+
+// AskToLookAgainEverywhere is AskToLookAgain for every machine of every cluster: what the
+// management cluster's own controller does (cmd placement-controller), so that a machine added by
+// a commit, with no CLI running, does not wait out the provider's back-off either. It returns
+// the machines it asked for.
+func AskToLookAgainEverywhere(ctx context.Context, c client.Client, now time.Time) ([]client.ObjectKey, error) {
+	list := &clusterv1.MachineList{}
+	if err := c.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("list the Machines: %w", err)
+	}
+	return askToLookAgain(ctx, c, list, now)
+}
+
+func askToLookAgain(ctx context.Context, c client.Client, list *clusterv1.MachineList, now time.Time) ([]client.ObjectKey, error) {
+	var asked []client.ObjectKey
 	for _, m := range list.Items {
 		if !waitsForItsNode(m, now) {
 			continue
@@ -50,7 +71,7 @@ func AskToLookAgain(ctx context.Context, c client.Client, namespace, cluster str
 		}
 		infra := &metav1.PartialObjectMetadata{}
 		infra.SetGroupVersionKind(mapping.GroupVersionKind)
-		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, infra); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: ref.Name}, infra); err != nil {
 			return asked, fmt.Errorf("read %s %s of Machine %s: %w", ref.Kind, ref.Name, m.Name, err)
 		}
 		if last, err := time.Parse(time.RFC3339, infra.GetAnnotations()[LookAgainAnnotation]); err == nil && now.Sub(last) < NodeWait {
@@ -60,7 +81,7 @@ func AskToLookAgain(ctx context.Context, c client.Client, namespace, cluster str
 		if err := c.Patch(ctx, infra, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 			return asked, fmt.Errorf("ask the provider of Machine %s to look again (annotate %s %s): %w", m.Name, ref.Kind, ref.Name, err)
 		}
-		asked = append(asked, m.Name)
+		asked = append(asked, client.ObjectKeyFromObject(&m))
 	}
 	return asked, nil
 }

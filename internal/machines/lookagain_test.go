@@ -94,4 +94,11 @@ func TestAMachineWaitingForItsNodeGetsItsProviderToLookAgain(t *testing.T) {
 	if got := lookedAgainAt("wl-md-stalled"); got != later.UTC().Format(time.RFC3339) {
 		t.Errorf("asked again, but the annotation says %q", got)
 	}
+
+	// The management cluster's own controller asks for every cluster's machines.
+	evenLater := later.Add(machines.NodeWait + time.Second)
+	everywhere, err := machines.AskToLookAgainEverywhere(ctx, c, evenLater)
+	if err != nil || len(everywhere) != 2 || everywhere[0].Namespace != ns || everywhere[1].Namespace != ns {
+		t.Errorf("everywhere: asked for %v (%v), want both provisioned machines of %s", everywhere, err, ns)
+	}
 }
