@@ -127,9 +127,15 @@ func (w *workspace) upgradePlan(ctx context.Context, c *kube.Cluster, management
 		objects = append(objects, render.Object{Unit: "flux", Object: o})
 	}
 	objects = append(objects, res.Objects...)
+	// A unit applied through a kubeconfig runs its objects in another cluster (a workload
+	// cluster's CNI, metrics-server): not the management cluster's components.
+	remote := map[string]bool{}
+	for _, u := range res.Graph.Enabled() {
+		remote[u.Name] = u.Kubeconfig
+	}
 	var wanted []upgrades.WantedDeployment
 	for _, o := range objects {
-		if o.Unit == "" || o.Object.GetKind() != "Deployment" || o.Object.GetAPIVersion() != "apps/v1" {
+		if o.Unit == "" || remote[o.Unit] || o.Object.GetKind() != "Deployment" || o.Object.GetAPIVersion() != "apps/v1" {
 			continue
 		}
 		d := upgrades.WantedDeployment{Unit: o.Unit, Namespace: o.Object.GetNamespace(), Name: o.Object.GetName()}

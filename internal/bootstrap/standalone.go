@@ -13,7 +13,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctl "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
@@ -686,24 +685,14 @@ func scaleCluster(ctx context.Context, s *session, d standalone.Dir, st *standal
 		s.out.Log("MachineDeployment %s: %d replicas", mds.Items[0].Name, *m.Workers)
 	}
 	if m.ControlPlane != nil {
-		cl := &clusterv1.Cluster{}
-		if err := mc.Client.Get(ctx, client.ObjectKey{Namespace: st.Namespace, Name: st.Cluster}, cl); err != nil {
-			return fmt.Errorf("read Cluster %s: %w", st.Cluster, err)
-		}
-		ref := cl.Spec.ControlPlaneRef
-		mapping, err := mc.Mapper.RESTMapping(schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind})
+		cp, err := controlPlaneOf(ctx, mc, st.Namespace, st.Cluster)
 		if err != nil {
-			return fmt.Errorf("control plane %s %s: %w", ref.Kind, ref.Name, err)
-		}
-		cp := &unstructured.Unstructured{}
-		cp.SetGroupVersionKind(mapping.GroupVersionKind)
-		if err := mc.Client.Get(ctx, client.ObjectKey{Namespace: st.Namespace, Name: ref.Name}, cp); err != nil {
-			return fmt.Errorf("read %s %s: %w", ref.Kind, ref.Name, err)
+			return err
 		}
 		if err := setReplicas(ctx, mc, cp, *m.ControlPlane); err != nil {
 			return err
 		}
-		s.out.Log("%s %s: %d replicas", ref.Kind, ref.Name, *m.ControlPlane)
+		s.out.Log("%s %s: %d replicas", cp.GetKind(), cp.GetName(), *m.ControlPlane)
 	}
 	nodes, err := clusterOf(ctx, mc, st.Cluster)
 	if err != nil {

@@ -51,19 +51,9 @@ func upgradeCluster(ctx context.Context, s *session, d standalone.Dir, st *stand
 	if err := d.Save(st); err != nil {
 		return err
 	}
-	cl := &clusterv1.Cluster{}
-	if err := mc.Client.Get(ctx, client.ObjectKey{Namespace: st.Namespace, Name: st.Cluster}, cl); err != nil {
-		return fmt.Errorf("read Cluster %s: %w", st.Cluster, err)
-	}
-	ref := cl.Spec.ControlPlaneRef
-	mapping, err := mc.Mapper.RESTMapping(schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind})
+	cp, err := controlPlaneOf(ctx, mc, st.Namespace, st.Cluster)
 	if err != nil {
-		return fmt.Errorf("control plane %s %s: %w", ref.Kind, ref.Name, err)
-	}
-	cp := &unstructured.Unstructured{}
-	cp.SetGroupVersionKind(mapping.GroupVersionKind)
-	if err := mc.Client.Get(ctx, client.ObjectKey{Namespace: st.Namespace, Name: ref.Name}, cp); err != nil {
-		return fmt.Errorf("read %s %s: %w", ref.Kind, ref.Name, err)
+		return err
 	}
 	if err := askVersion(ctx, s, mc, cp, version, []string{"spec", "version"}, []string{"spec", "machineTemplate", "spec", "infrastructureRef"}); err != nil {
 		return err
@@ -87,6 +77,25 @@ func upgradeCluster(ctx context.Context, s *session, d standalone.Dir, st *stand
 		return fmt.Errorf("connect to cluster %s to read its nodes: %w", st.Cluster, err)
 	}
 	return rollMachines(ctx, s, mc, nodes, st.Namespace, st.Cluster, version)
+}
+
+// controlPlaneOf reads the control plane object of a cluster, whatever its provider.
+func controlPlaneOf(ctx context.Context, mc *kube.Cluster, namespace, cluster string) (*unstructured.Unstructured, error) {
+	cl := &clusterv1.Cluster{}
+	if err := mc.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: cluster}, cl); err != nil {
+		return nil, fmt.Errorf("read Cluster %s: %w", cluster, err)
+	}
+	ref := cl.Spec.ControlPlaneRef
+	mapping, err := mc.Mapper.RESTMapping(schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind})
+	if err != nil {
+		return nil, fmt.Errorf("control plane %s %s: %w", ref.Kind, ref.Name, err)
+	}
+	cp := &unstructured.Unstructured{}
+	cp.SetGroupVersionKind(mapping.GroupVersionKind)
+	if err := mc.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, cp); err != nil {
+		return nil, fmt.Errorf("read %s %s: %w", ref.Kind, ref.Name, err)
+	}
+	return cp, nil
 }
 
 // askVersion sets the version of a control plane or MachineDeployment and points it at a copy of

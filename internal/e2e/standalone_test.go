@@ -97,7 +97,10 @@ func assertNoBootstrapCluster(t *testing.T) {
 
 // A standalone cluster: created with no management left, scaled twice (once with the command
 // killed right after the restore), refused to a second command and to a damaged state, deleted.
-func TestStandaloneCluster(t *testing.T) {
+// cleanStandalone starts a standalone test from a clean state, and leaves one: the cluster deleted
+// through its state if it is still there.
+func cleanStandalone(t *testing.T) {
+	t.Helper()
 	cleanup(t, env)
 	// cluster-init's own age key for standalone states, in a directory of this test.
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
@@ -109,6 +112,10 @@ func TestStandaloneCluster(t *testing.T) {
 		cleanup(t, env)
 		os.RemoveAll(standaloneDir())
 	})
+}
+
+func TestStandaloneCluster(t *testing.T) {
+	cleanStandalone(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Minute)
 	defer cancel()
 

@@ -494,16 +494,7 @@ func TestClustersAreUpgradedByCommits(t *testing.T) {
 // rules refuse are refused in seconds with nothing created; the next minor rolls every machine,
 // the control plane first, with the API server answering through its load balancer.
 func TestAStandaloneClusterIsUpgraded(t *testing.T) {
-	cleanup(t, env)
-	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
-	os.RemoveAll(standaloneDir())
-	t.Cleanup(func() {
-		if _, err := os.Stat(standaloneDir()); err == nil {
-			bootstrap(t, context.Background(), nil, "delete", env, "--yes", "--output", "plain")
-		}
-		cleanup(t, env)
-		os.RemoveAll(standaloneDir())
-	})
+	cleanStandalone(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
 
