@@ -2,6 +2,7 @@ package machines
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -58,32 +59,46 @@ func AskToLookAgainEverywhere(ctx context.Context, c client.Client, now time.Tim
 	return askToLookAgain(ctx, c, list, now)
 }
 
+// askToLookAgain asks for every machine of list that waits for its node. A machine it cannot ask
+// for (its infrastructure object gone, a kind it may not patch) is reported, and the others are
+// still asked: one broken machine must not leave every other one waiting.
 func askToLookAgain(ctx context.Context, c client.Client, list *clusterv1.MachineList, now time.Time) ([]client.ObjectKey, error) {
 	var asked []client.ObjectKey
+	var errs []error
 	for _, m := range list.Items {
 		if !waitsForItsNode(m, now) {
 			continue
 		}
-		ref := m.Spec.InfrastructureRef
-		mapping, err := c.RESTMapper().RESTMapping(schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind})
+		ok, err := askFor(ctx, c, m, now)
 		if err != nil {
-			return asked, fmt.Errorf("find the API of %s %s of Machine %s: %w", ref.Kind, ref.Name, m.Name, err)
+			errs = append(errs, err)
+		} else if ok {
+			asked = append(asked, client.ObjectKeyFromObject(&m))
 		}
-		infra := &metav1.PartialObjectMetadata{}
-		infra.SetGroupVersionKind(mapping.GroupVersionKind)
-		if err := c.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: ref.Name}, infra); err != nil {
-			return asked, fmt.Errorf("read %s %s of Machine %s: %w", ref.Kind, ref.Name, m.Name, err)
-		}
-		if last, err := time.Parse(time.RFC3339, infra.GetAnnotations()[LookAgainAnnotation]); err == nil && now.Sub(last) < NodeWait {
-			continue
-		}
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, LookAgainAnnotation, now.UTC().Format(time.RFC3339))
-		if err := c.Patch(ctx, infra, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-			return asked, fmt.Errorf("ask the provider of Machine %s to look again (annotate %s %s): %w", m.Name, ref.Kind, ref.Name, err)
-		}
-		asked = append(asked, client.ObjectKeyFromObject(&m))
 	}
-	return asked, nil
+	return asked, errors.Join(errs...)
+}
+
+// askFor annotates the infrastructure object of m, unless it was asked within NodeWait.
+func askFor(ctx context.Context, c client.Client, m clusterv1.Machine, now time.Time) (bool, error) {
+	ref := m.Spec.InfrastructureRef
+	mapping, err := c.RESTMapper().RESTMapping(schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind})
+	if err != nil {
+		return false, fmt.Errorf("find the API of %s %s of Machine %s/%s: %w", ref.Kind, ref.Name, m.Namespace, m.Name, err)
+	}
+	infra := &metav1.PartialObjectMetadata{}
+	infra.SetGroupVersionKind(mapping.GroupVersionKind)
+	if err := c.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: ref.Name}, infra); err != nil {
+		return false, fmt.Errorf("read %s %s of Machine %s/%s: %w", ref.Kind, ref.Name, m.Namespace, m.Name, err)
+	}
+	if last, err := time.Parse(time.RFC3339, infra.GetAnnotations()[LookAgainAnnotation]); err == nil && now.Sub(last) < NodeWait {
+		return false, nil
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, LookAgainAnnotation, now.UTC().Format(time.RFC3339))
+	if err := c.Patch(ctx, infra, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		return false, fmt.Errorf("ask the provider of Machine %s/%s to look again (annotate %s %s): %w", m.Namespace, m.Name, ref.Kind, ref.Name, err)
+	}
+	return true, nil
 }
 
 // waitsForItsNode: its infrastructure ready (the machine booted and bootstrapped) for longer than

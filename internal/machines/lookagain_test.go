@@ -2,6 +2,7 @@ package machines_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,10 +96,15 @@ func TestAMachineWaitingForItsNodeGetsItsProviderToLookAgain(t *testing.T) {
 		t.Errorf("asked again, but the annotation says %q", got)
 	}
 
-	// The management cluster's own controller asks for every cluster's machines.
+	// The management cluster's own controller asks for every cluster's machines; one whose
+	// infrastructure object is gone is reported, and the others are asked all the same.
+	withPhase(machine(t, c, "wl-md-a-gone", false), "Provisioned", "", now.Add(-2*machines.NodeWait))
 	evenLater := later.Add(machines.NodeWait + time.Second)
 	everywhere, err := machines.AskToLookAgainEverywhere(ctx, c, evenLater)
-	if err != nil || len(everywhere) != 2 || everywhere[0].Namespace != ns || everywhere[1].Namespace != ns {
-		t.Errorf("everywhere: asked for %v (%v), want both provisioned machines of %s", everywhere, err, ns)
+	if err == nil || !strings.Contains(err.Error(), "wl-md-a-gone") {
+		t.Errorf("everywhere: the machine without its DockerMachine was not reported: %v", err)
+	}
+	if len(everywhere) != 2 || everywhere[0].Namespace != ns || everywhere[1].Namespace != ns {
+		t.Errorf("everywhere: asked for %v, want both provisioned machines of %s", everywhere, ns)
 	}
 }
