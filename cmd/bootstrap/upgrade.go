@@ -62,7 +62,9 @@ clusterctl upgrade plan:
               management cluster, its committed HelmRelease for a workload cluster) and the step:
               up to date, upgrade, rolling, or refused with the rule it breaks (no downgrade, one
               minor at a time)
-  components  every controller the checkout installs: the images running and the checkout's
+  components  every controller the checkout installs: the images running and the checkout's, and
+              the step: up to date, upgrade, or refused (an older image than the running one; a
+              CustomResourceDefinition that drops a version objects are still stored in)
 It changes nothing.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -133,23 +135,37 @@ func (w *workspace) upgradePlan(ctx context.Context, c *kube.Cluster, management
 	for _, u := range res.Graph.Enabled() {
 		remote[u.Name] = u.Kubeconfig
 	}
-	var wanted []upgrades.WantedDeployment
+	var checkout upgrades.Checkout
 	for _, o := range objects {
-		if o.Unit == "" || remote[o.Unit] || o.Object.GetKind() != "Deployment" || o.Object.GetAPIVersion() != "apps/v1" {
+		if o.Unit == "" || remote[o.Unit] {
 			continue
 		}
-		d := upgrades.WantedDeployment{Unit: o.Unit, Namespace: o.Object.GetNamespace(), Name: o.Object.GetName()}
-		containers, _, _ := unstructured.NestedSlice(o.Object.Object, "spec", "template", "spec", "containers")
-		for _, ctr := range containers {
-			if m, ok := ctr.(map[string]any); ok {
-				if img, ok := m["image"].(string); ok {
-					d.Images = append(d.Images, img)
+		switch o.Object.GroupVersionKind().GroupKind().String() {
+		case "Deployment.apps":
+			d := upgrades.WantedDeployment{Unit: o.Unit, Namespace: o.Object.GetNamespace(), Name: o.Object.GetName()}
+			containers, _, _ := unstructured.NestedSlice(o.Object.Object, "spec", "template", "spec", "containers")
+			for _, ctr := range containers {
+				if m, ok := ctr.(map[string]any); ok {
+					if img, ok := m["image"].(string); ok {
+						d.Images = append(d.Images, img)
+					}
 				}
 			}
+			checkout.Deployments = append(checkout.Deployments, d)
+		case "CustomResourceDefinition.apiextensions.k8s.io":
+			crd := upgrades.WantedCRD{Unit: o.Unit, Name: o.Object.GetName()}
+			versions, _, _ := unstructured.NestedSlice(o.Object.Object, "spec", "versions")
+			for _, v := range versions {
+				if m, ok := v.(map[string]any); ok {
+					if name, ok := m["name"].(string); ok {
+						crd.Versions = append(crd.Versions, name)
+					}
+				}
+			}
+			checkout.CRDs = append(checkout.CRDs, crd)
 		}
-		wanted = append(wanted, d)
 	}
-	components, err := upgrades.Components(ctx, c.Client, wanted)
+	components, err := upgrades.Components(ctx, c.Client, checkout)
 	if err != nil {
 		return upgrades.Plan{}, fmt.Errorf("read the components of the %s cluster: %w", c.Name, err)
 	}
@@ -177,7 +193,11 @@ func writePlan(out io.Writer, title string, p upgrades.Plan) {
 	tw = tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  UNIT\tDEPLOYMENT\tRUNNING\tCHECKOUT\tSTEP")
 	for _, c := range p.Components {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Unit, c.Deployment, orDash(shortImages(c.Running)), shortImages(c.Checkout), c.Action)
+		step := c.Action
+		if c.Reason != "" {
+			step += ": " + c.Reason
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Unit, c.Deployment, orDash(shortImages(c.Running)), shortImages(c.Checkout), step)
 	}
 	_ = tw.Flush()
 }

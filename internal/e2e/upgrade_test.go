@@ -30,6 +30,65 @@ const (
 	newerVersion = "v1.37.0"
 )
 
+// The Cluster API set vendored beside the pinned one (kustomize-components/*/upstream-previous/,
+// CLUSTER_API_PREVIOUS_VERSION), whose images the test bed builds with the previous minor, and
+// the units that install it.
+const (
+	olderClusterAPI = "v1.13.4"
+	newerClusterAPI = "v1.14.0"
+)
+
+var clusterAPIUnits = []string{"capi", "cabpk", "capd"}
+
+// clusterAPIProviders are the controllers of the set: namespace/Deployment.
+var clusterAPIProviders = []string{
+	"capi-system/capi-controller-manager",
+	"capi-kubeadm-bootstrap-system/capi-kubeadm-bootstrap-controller-manager",
+	"capi-kubeadm-control-plane-system/capi-kubeadm-control-plane-controller-manager",
+	"capd-system/capd-controller-manager",
+}
+
+// useClusterAPISet points the Cluster API units of the working copy at a vendored set: what a
+// commit of a newer (or, at the start, the older) release of the platform repository changes.
+func useClusterAPISet(t *testing.T, r *repository, from, to string) {
+	t.Helper()
+	for _, unit := range clusterAPIUnits {
+		rel := filepath.Join("kustomize-components", unit, "kustomization.yaml")
+		k := readFile(t, filepath.Join(r.dir, rel))
+		if !strings.Contains(k, "- "+from+"/") {
+			t.Fatalf("%s lists no %s/ manifests", rel, from)
+		}
+		r.write(t, rel, strings.ReplaceAll(k, "- "+from+"/", "- "+to+"/"))
+	}
+}
+
+// providerImages maps each Cluster API controller to the image it runs and whether its rollout
+// is complete.
+func providerImages(kc string) map[string]string {
+	out := map[string]string{}
+	for _, nd := range clusterAPIProviders {
+		ns, name, _ := strings.Cut(nd, "/")
+		out[nd] = kubectlQuiet(kc, "-n", ns, "get", "deployment", name, "-o",
+			`jsonpath={.spec.template.spec.containers[0].image} {.status.updatedReplicas}/{.status.availableReplicas}/{.status.replicas}`)
+	}
+	return out
+}
+
+// unmigratedCRDs lists every Cluster API CustomResourceDefinition whose API server still stores
+// objects in a version other than its storage version (status.storedVersions).
+func unmigratedCRDs(t *testing.T, kc string) []string {
+	t.Helper()
+	var out []string
+	for _, line := range strings.Split(kubectl(t, kc, "get", "crds", "-o",
+		`jsonpath={range .items[*]}{.metadata.name} {.status.storedVersions} {.spec.versions[?(@.storage==true)].name}{"\n"}{end}`), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && strings.Contains(f[0], "cluster.x-k8s.io") && f[1] != `["`+f[2]+`"]` {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
 // rollingHello: two replicas that a drain moves one at a time (their disruption budget), and a
 // Service the probe calls through the API server.
 const rollingHello = `apiVersion: v1
@@ -347,13 +406,15 @@ func planStep(p upgrades.Plan, ns, name string) string {
 	return "missing"
 }
 
-// Kubernetes upgraded by commits only: a workload cluster, then the management cluster itself
-// (a self-hosted roll), each from the test bed's older minor to the pinned one; the steps the
-// rules refuse change nothing and say why.
+// Upgrades by commits only, from a platform at the test bed's older Kubernetes minor and the
+// previous Cluster API set: a workload cluster, then the management cluster itself (a
+// self-hosted roll), each to the pinned minor, then the Cluster API set to the pinned one; the
+// steps the rules refuse change nothing and say why.
 func TestClustersAreUpgradedByCommits(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Minute)
 	defer cancel()
 	r, _ := bootstrapFromGit(t, ctx, func(r *repository) {
+		useClusterAPISet(t, r, "upstream", "upstream-previous")
 		values := readFile(t, filepath.Join(r.dir, "environment-values", env, "values.yaml"))
 		values = strings.Replace(values, "kubernetes_version: "+newerVersion, "kubernetes_version: "+olderVersion, 1)
 		r.write(t, "environment-values/"+env+"/values.yaml", values+
@@ -362,6 +423,11 @@ func TestClustersAreUpgradedByCommits(t *testing.T) {
 	kc := managementKubeconfig()
 	if got := nodeVersions(kc); !slices.Equal(got, []string{olderVersion}) {
 		t.Fatalf("the management cluster's nodes run %v, want %s", got, olderVersion)
+	}
+	for nd, img := range providerImages(kc) {
+		if !strings.Contains(img, ":"+olderClusterAPI+" ") {
+			t.Fatalf("%s runs %q, want the previous Cluster API set (%s)", nd, img, olderClusterAPI)
+		}
 	}
 	const dir = "clusters/management/workload-clusters"
 	wl1 := func(version string) string {
@@ -487,6 +553,79 @@ func TestClustersAreUpgradedByCommits(t *testing.T) {
 	}
 	if now := capiObjects(t, kc); !slices.Equal(now, objects) {
 		t.Errorf("Cluster API objects came or went in the rolls: %v -> %v", objects, now)
+	}
+
+	// 4. The components: the pinned Cluster API set in place of the previous one, by one commit.
+	// Nothing of the clusters is replaced; the stored objects end in the storage version.
+	mgmtMachines := kubectl(t, kc, "-n", "cluster-init", "get", "machines", "-o", "name")
+	wlMachines = kubectl(t, kc, "-n", "workload-clusters", "get", "machines", "-o", "name")
+	useClusterAPISet(t, r, "upstream-previous", "upstream")
+	plan = upgradePlan(t, r, "with the pinned Cluster API set in the checkout")
+	upgrading := 0
+	for _, c := range plan.Components {
+		want := upgrades.UpToDate
+		if slices.Contains(clusterAPIUnits, c.Unit) {
+			want, upgrading = upgrades.Upgrade, upgrading+1
+		}
+		if c.Action != want {
+			t.Errorf("the plan before the components' commit says %s %s: %s %s, want %s", c.Unit, c.Deployment, c.Action, c.Reason, want)
+		}
+	}
+	if upgrading != len(clusterAPIProviders) {
+		t.Errorf("the plan before the components' commit upgrades %d controllers, want %d", upgrading, len(clusterAPIProviders))
+	}
+	p = startProbe(t, "Cluster API "+olderClusterAPI+" -> "+newerClusterAPI, map[string][2]string{
+		"management API server": {kc, "/readyz"}, "wl1 API server": {wlkc, "/readyz"}, "wl1 hello Service": {wlkc, helloPath}})
+	pushed = r.commit(t, "Cluster API "+newerClusterAPI)
+	kubectlQuiet(kc, "-n", "cluster-init", "annotate", "--overwrite", "gitrepository", "cluster-init", "reconcile.fluxcd.io/requestedAt="+time.Now().Format(time.RFC3339Nano))
+	rolledOut := map[string]time.Duration{}
+	waitFor(t, 20*time.Minute, "every Cluster API controller at "+newerClusterAPI, func() bool {
+		for nd, img := range providerImages(kc) {
+			f := strings.Fields(img)
+			if _, seen := rolledOut[nd]; !seen && len(f) == 2 && strings.HasSuffix(f[0], ":"+newerClusterAPI) && f[1] == "1/1/1" {
+				rolledOut[nd] = time.Since(pushed).Round(time.Second)
+			}
+		}
+		return len(rolledOut) == len(clusterAPIProviders)
+	})
+	t.Logf("push -> Cluster API controllers at %s: %v", newerClusterAPI, rolledOut)
+	waitFor(t, 10*time.Minute, "the management cluster's units Ready after the components' upgrade", func() bool {
+		states := strings.Fields(kubectlQuiet(kc, "-n", "cluster-init", "get", "kustomizations", "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`))
+		return len(states) > 0 && !slices.ContainsFunc(states, func(s string) bool { return !strings.HasSuffix(s, "=True") })
+	})
+	// Let the new controllers reconcile every object once (a roll would start now if any did).
+	time.Sleep(90 * time.Second)
+	t.Logf("push -> the components' upgrade settled: %s", time.Since(pushed).Round(time.Second))
+	p.finish(t)
+	if got := strings.Fields(kubectl(t, kc, "get", "providers.clusterctl.cluster.x-k8s.io", "-A", "-o", `jsonpath={range .items[*]}{.metadata.name}={.version}{"\n"}{end}`)); len(got) != len(clusterAPIProviders) ||
+		slices.ContainsFunc(got, func(s string) bool { return !strings.HasSuffix(s, "="+newerClusterAPI) }) {
+		t.Errorf("clusterctl's inventory after the upgrade: %v, want %d providers at %s", got, len(clusterAPIProviders), newerClusterAPI)
+	}
+	if got := unmigratedCRDs(t, kc); len(got) > 0 {
+		t.Errorf("Cluster API CustomResourceDefinitions still storing objects in another version than their storage version: %v", got)
+	}
+	if now := kubectl(t, kc, "-n", "cluster-init", "get", "machines", "-o", "name"); now != mgmtMachines {
+		t.Errorf("the components' upgrade replaced the management cluster's machines: %s -> %s", mgmtMachines, now)
+	}
+	if now := kubectl(t, kc, "-n", "workload-clusters", "get", "machines", "-o", "name"); now != wlMachines {
+		t.Errorf("the components' upgrade replaced wl1's machines: %s -> %s", wlMachines, now)
+	}
+	if now := capiObjects(t, kc); !slices.Equal(now, objects) {
+		t.Errorf("Cluster API objects came or went in the components' upgrade: %v -> %v", objects, now)
+	}
+	for _, cl := range []string{"management", "wl1"} {
+		ns := map[string]string{"management": "cluster-init", "wl1": "workload-clusters"}[cl]
+		if got := kubectlQuiet(kc, "-n", ns, "get", "cluster", cl, "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`); got != "True" {
+			t.Errorf("cluster %s after the components' upgrade: Available=%q", cl, got)
+		}
+	}
+	if got := kubectlQuiet(wlkc, "-n", "hello", "get", "deployment", "hello", "-o", "jsonpath={.status.availableReplicas}"); got != "2" {
+		t.Errorf("hello in wl1 after the components' upgrade: %q available", got)
+	}
+	for _, c := range upgradePlan(t, r, "after the components' upgrade").Components {
+		if c.Action != upgrades.UpToDate {
+			t.Errorf("the plan after the components' upgrade says %s %s: %s (%s, checkout %s)", c.Unit, c.Deployment, c.Action, c.Running, c.Checkout)
+		}
 	}
 }
 

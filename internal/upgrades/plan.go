@@ -3,12 +3,14 @@ package upgrades
 import (
 	"context"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 
 	"golang.org/x/mod/semver"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -56,12 +58,27 @@ type Component struct {
 	Running    string `json:"running,omitempty"`
 	Checkout   string `json:"checkout"`
 	Action     string `json:"action"`
+	// Reason says why a step is refused.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Checkout is what the checkout installs in the management cluster: the controllers and the
+// CustomResourceDefinitions of each unit.
+type Checkout struct {
+	Deployments []WantedDeployment
+	CRDs        []WantedCRD
 }
 
 // WantedDeployment is a Deployment the checkout renders, with its images.
 type WantedDeployment struct {
 	Unit, Namespace, Name string
 	Images                []string
+}
+
+// WantedCRD is a CustomResourceDefinition the checkout renders, with the versions it defines.
+type WantedCRD struct {
+	Unit, Name string
+	Versions   []string
 }
 
 // ManagementCluster names the management cluster and the version the checkout asks of it.
@@ -217,10 +234,30 @@ func kubernetesOf(v string) string {
 	return k
 }
 
-// Components compares the Deployments the checkout renders with those running.
-func Components(ctx context.Context, c client.Reader, wanted []WantedDeployment) ([]Component, error) {
+// Components compares the controllers the checkout installs with those running, and refuses a
+// unit's step when applying it would fail or lose data: a CustomResourceDefinition that drops a
+// version the API server still stores objects in (the API server refuses it, as `clusterctl
+// upgrade` would have migrated them first), or an image older than the one running (Cluster API
+// and Flux support no downgrade: stored objects may carry what the older controller drops).
+func Components(ctx context.Context, c client.Reader, checkout Checkout) ([]Component, error) {
+	refused := map[string]string{}
+	for _, w := range checkout.CRDs {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Get(ctx, client.ObjectKey{Name: w.Name}, crd); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("read CustomResourceDefinition %s: %w", w.Name, err)
+		}
+		for _, stored := range crd.Status.StoredVersions {
+			if !slices.Contains(w.Versions, stored) && refused[w.Unit] == "" {
+				refused[w.Unit] = fmt.Sprintf("CustomResourceDefinition %s still stores objects in %s, which the checkout's definition drops: "+
+					"they must be migrated first (each provider's CRD migrator does it after an upgrade: take one minor at a time)", w.Name, stored)
+			}
+		}
+	}
 	var out []Component
-	for _, w := range wanted {
+	for _, w := range checkout.Deployments {
 		comp := Component{Unit: w.Unit, Deployment: w.Namespace + "/" + w.Name, Checkout: strings.Join(w.Images, ", ")}
 		d := &appsv1.Deployment{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: w.Name}, d); err != nil {
@@ -239,6 +276,12 @@ func Components(ctx context.Context, c client.Reader, wanted []WantedDeployment)
 		comp.Action = UpToDate
 		if comp.Running != comp.Checkout {
 			comp.Action = Upgrade
+			if reason := downgrade(running, w.Images); reason != "" {
+				comp.Action, comp.Reason = Refused, reason
+			}
+		}
+		if reason := refused[w.Unit]; reason != "" && comp.Action == Upgrade {
+			comp.Action, comp.Reason = Refused, reason
 		}
 		out = append(out, comp)
 	}
@@ -246,4 +289,30 @@ func Components(ctx context.Context, c client.Reader, wanted []WantedDeployment)
 		return strings.Compare(a.Unit+" "+a.Deployment, b.Unit+" "+b.Deployment)
 	})
 	return out, nil
+}
+
+// downgrade names the first container whose checkout image has an older version tag than the
+// running one (the same image name, both tags semantic versions).
+func downgrade(running, checkout []string) string {
+	for i := range min(len(running), len(checkout)) {
+		runName, runTag := splitTag(running[i])
+		wantName, wantTag := splitTag(checkout[i])
+		if runName != wantName || !semver.IsValid(runTag) || !semver.IsValid(wantTag) {
+			continue
+		}
+		if semver.Compare(wantTag, runTag) < 0 {
+			return fmt.Sprintf("a downgrade is not supported: %s runs %s, the checkout asks for %s", path.Base(runName), runTag, wantTag)
+		}
+	}
+	return ""
+}
+
+// splitTag splits an image reference into its name and tag (a registry's port is not a tag).
+func splitTag(image string) (string, string) {
+	image, _, _ = strings.Cut(image, "@")
+	i := strings.LastIndex(image, ":")
+	if i < 0 || strings.Contains(image[i:], "/") {
+		return image, ""
+	}
+	return image[:i], image[i+1:]
 }

@@ -1,12 +1,20 @@
 package upgrades_test
 
 import (
+	"context"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/testenv"
 	"cluster-init.dev/cluster-init/internal/upgrades"
@@ -95,28 +103,128 @@ func TestThePlanSaysWhatEachClusterAndComponentWouldDo(t *testing.T) {
 		}
 	}
 
-	deployment := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "cluster-init", Name: "capi-controller-manager"},
-		Spec: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "capi"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "capi"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: "registry.example/cluster-api-controller:v1.13.2"}}},
+	deploy := func(name, image string) {
+		t.Helper()
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "cluster-init", Name: name},
+			Spec: appsv1.DeploymentSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: image}}},
+				},
 			},
+		}
+		if err := c.Client.Create(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deploy("capi-controller-manager", "registry.example/cluster-api-controller:v1.13.2")
+	deploy("capi-kubeadm-control-plane-controller-manager", "registry.example:5000/kubeadm-control-plane-controller:v1.14.0")
+	deploy("old-provider", "registry.example/old-provider-controller:v0.4.0")
+	// A provider whose objects were stored in v1alpha1 before v1beta1 became the storage version.
+	crd := storedTwice(t, c.Client)
+	checkout := upgrades.Checkout{
+		Deployments: []upgrades.WantedDeployment{
+			{Unit: "capi", Namespace: "cluster-init", Name: "capi-controller-manager", Images: []string{"registry.example/cluster-api-controller:v1.14.0"}},
+			{Unit: "capd", Namespace: "cluster-init", Name: "capd-controller-manager", Images: []string{"registry.example/capd-manager:v1.14.0"}},
+			{Unit: "cabpk", Namespace: "cluster-init", Name: "capi-kubeadm-control-plane-controller-manager", Images: []string{"registry.example:5000/kubeadm-control-plane-controller:v1.13.4"}},
+			{Unit: "old", Namespace: "cluster-init", Name: "old-provider", Images: []string{"registry.example/old-provider-controller:v0.5.0"}},
+		},
+		CRDs: []upgrades.WantedCRD{
+			{Unit: "capi", Name: "clusters.cluster.x-k8s.io", Versions: []string{"v1beta1", "v1beta2"}},
+			{Unit: "old", Name: crd, Versions: []string{"v1beta1"}},
 		},
 	}
-	if err := c.Client.Create(ctx, deployment); err != nil {
-		t.Fatal(err)
-	}
-	comps, err := upgrades.Components(ctx, c.Client, []upgrades.WantedDeployment{
-		{Unit: "capi", Namespace: "cluster-init", Name: "capi-controller-manager", Images: []string{"registry.example/cluster-api-controller:v1.14.0"}},
-		{Unit: "capd", Namespace: "cluster-init", Name: "capd-controller-manager", Images: []string{"registry.example/capd-manager:v1.14.0"}},
-	})
+	comps, err := upgrades.Components(ctx, c.Client, checkout)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(comps) != 2 || comps[0].Unit != "capd" || comps[0].Action != upgrades.NotInstalled ||
-		comps[1].Action != upgrades.Upgrade || comps[1].Running != "registry.example/cluster-api-controller:v1.13.2" {
-		t.Errorf("components: %+v", comps)
+	wantComps := map[string]struct{ action, reason string }{
+		"capd-controller-manager": {upgrades.NotInstalled, ""},
+		"capi-controller-manager": {upgrades.Upgrade, ""},
+		"capi-kubeadm-control-plane-controller-manager": {upgrades.Refused,
+			"a downgrade is not supported: kubeadm-control-plane-controller runs v1.14.0, the checkout asks for v1.13.4"},
+		"old-provider": {upgrades.Refused, "CustomResourceDefinition " + crd + " still stores objects in v1alpha1, which the checkout's definition drops"},
+	}
+	if len(comps) != len(wantComps) {
+		t.Fatalf("%d components, want %d: %+v", len(comps), len(wantComps), comps)
+	}
+	for _, comp := range comps {
+		w := wantComps[strings.TrimPrefix(comp.Deployment, "cluster-init/")]
+		if comp.Action != w.action || !strings.HasPrefix(comp.Reason, w.reason) || (w.reason == "") != (comp.Reason == "") {
+			t.Errorf("component %s: %s (%s), want %s (%s…)", comp.Deployment, comp.Action, comp.Reason, w.action, w.reason)
+		}
+	}
+	for _, comp := range comps {
+		if comp.Unit == "capi" && comp.Running != "registry.example/cluster-api-controller:v1.13.2" {
+			t.Errorf("component %s runs %q", comp.Deployment, comp.Running)
+		}
+	}
+
+	// Once the stored objects are migrated (storedVersions trimmed), the same step is allowed.
+	trimStoredVersions(t, c.Client, crd, "v1beta1")
+	comps, err = upgrades.Components(ctx, c.Client, checkout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, comp := range comps {
+		if comp.Deployment == "cluster-init/old-provider" && comp.Action != upgrades.Upgrade {
+			t.Errorf("component %s after the migration: %s (%s), want %s", comp.Deployment, comp.Action, comp.Reason, upgrades.Upgrade)
+		}
+	}
+}
+
+// storedTwice creates a CustomResourceDefinition whose objects were stored in v1alpha1, then
+// makes v1beta1 its storage version: the API server then lists both in status.storedVersions.
+func storedTwice(t *testing.T, c client.Client) string {
+	t.Helper()
+	ctx := t.Context()
+	schema := &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}}
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "widgets.old.example"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "old.example", Scope: apiextensionsv1.NamespaceScoped,
+			Names:    apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1alpha1", Served: true, Storage: true, Schema: schema}},
+		},
+	}
+	if err := c.Create(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	widget := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "old.example/v1alpha1", "kind": "Widget",
+		"metadata": map[string]any{"namespace": "cluster-init", "name": "w"}}}
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		return c.Create(ctx, widget) == nil, nil
+	}); err != nil {
+		t.Fatalf("create a Widget: %v", err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(crd), crd); err != nil {
+		t.Fatal(err)
+	}
+	crd.Spec.Versions[0].Storage = false
+	crd.Spec.Versions = append(crd.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1beta1", Served: true, Storage: true, Schema: schema})
+	if err := c.Update(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(crd), crd); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(crd.Status.StoredVersions, []string{"v1alpha1", "v1beta1"}) {
+		t.Fatalf("storedVersions %v, want v1alpha1 and v1beta1", crd.Status.StoredVersions)
+	}
+	return crd.Name
+}
+
+// trimStoredVersions does what a CRD migrator does once every object is rewritten.
+func trimStoredVersions(t *testing.T, c client.Client, name string, versions ...string) {
+	t.Helper()
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := c.Get(t.Context(), client.ObjectKey{Name: name}, crd); err != nil {
+		t.Fatal(err)
+	}
+	crd.Status.StoredVersions = versions
+	if err := c.Status().Update(t.Context(), crd); err != nil {
+		t.Fatal(err)
 	}
 }

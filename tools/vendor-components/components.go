@@ -40,11 +40,17 @@ type component struct {
 var components = []component{
 	{"kustomize-components/flux-system/upstream/flux.yaml", buildFlux},
 	{"kustomize-components/cert-manager/upstream/cert-manager.yaml", buildCertManager},
-	{"kustomize-components/capi/upstream/clusterctl-api.yaml", buildClusterctlAPI},
-	{"kustomize-components/capi/upstream/core-cluster-api.yaml", capiProvider("core/config", config.ClusterAPIProviderName, clusterctlv1.CoreProviderType)},
-	{"kustomize-components/cabpk/upstream/bootstrap-kubeadm.yaml", capiProvider("bootstrap/kubeadm/config", config.KubeadmBootstrapProviderName, clusterctlv1.BootstrapProviderType)},
-	{"kustomize-components/cabpk/upstream/control-plane-kubeadm.yaml", capiProvider("controlplane/kubeadm/config", config.KubeadmControlPlaneProviderName, clusterctlv1.ControlPlaneProviderType)},
-	{"kustomize-components/capd/upstream/infrastructure-docker.yaml", buildCAPD},
+	{"kustomize-components/capi/upstream/clusterctl-api.yaml", buildClusterctlAPI(current)},
+	{"kustomize-components/capi/upstream/core-cluster-api.yaml", capiProvider(current, "core/config", config.ClusterAPIProviderName, clusterctlv1.CoreProviderType)},
+	{"kustomize-components/cabpk/upstream/bootstrap-kubeadm.yaml", capiProvider(current, "bootstrap/kubeadm/config", config.KubeadmBootstrapProviderName, clusterctlv1.BootstrapProviderType)},
+	{"kustomize-components/cabpk/upstream/control-plane-kubeadm.yaml", capiProvider(current, "controlplane/kubeadm/config", config.KubeadmControlPlaneProviderName, clusterctlv1.ControlPlaneProviderType)},
+	{"kustomize-components/capd/upstream/infrastructure-docker.yaml", buildCAPD(current)},
+	// The Cluster API set before the pinned one, which the component upgrade e2e starts from.
+	{"kustomize-components/capi/upstream-previous/clusterctl-api.yaml", buildClusterctlAPI(previous)},
+	{"kustomize-components/capi/upstream-previous/core-cluster-api.yaml", capiProvider(previous, "core/config", config.ClusterAPIProviderName, clusterctlv1.CoreProviderType)},
+	{"kustomize-components/cabpk/upstream-previous/bootstrap-kubeadm.yaml", capiProvider(previous, "bootstrap/kubeadm/config", config.KubeadmBootstrapProviderName, clusterctlv1.BootstrapProviderType)},
+	{"kustomize-components/cabpk/upstream-previous/control-plane-kubeadm.yaml", capiProvider(previous, "controlplane/kubeadm/config", config.KubeadmControlPlaneProviderName, clusterctlv1.ControlPlaneProviderType)},
+	{"kustomize-components/capd/upstream-previous/infrastructure-docker.yaml", buildCAPD(previous)},
 	{"kustomize-components/cabpr/upstream/bootstrap-rke2.yaml", rke2Provider("bootstrap/config", config.RKE2BootstrapProviderName, clusterctlv1.BootstrapProviderType)},
 	{"kustomize-components/cabpr/upstream/control-plane-rke2.yaml", rke2Provider("controlplane/config", config.RKE2ControlPlaneProviderName, clusterctlv1.ControlPlaneProviderType)},
 	{"kustomize-components/capo/upstream/infrastructure-openstack.yaml", buildCAPO},
@@ -52,6 +58,14 @@ var components = []component{
 	{"kustomize-components/cni/upstream/kube-flannel.yaml", buildFlannel},
 	{"kustomize-components/metrics-server/upstream/components.yaml", buildMetricsServer},
 }
+
+// capiSet names the pins of one Cluster API set: the core module's and CAPD's.
+type capiSet struct{ core, capd string }
+
+var (
+	current  = capiSet{core: "CLUSTER_API_VERSION", capd: "CAPD_VERSION"}
+	previous = capiSet{core: "CLUSTER_API_PREVIOUS_VERSION", capd: "CAPD_PREVIOUS_VERSION"}
+)
 
 // generator holds what the recipes share: the pins, a scratch directory and the downloaded modules.
 type generator struct {
@@ -196,9 +210,9 @@ func prodRegistry(makefile string) (func(string) string, error) {
 	return func(image string) string { return registry + "/" + path.Base(image) }, nil
 }
 
-func capiProvider(configDir, name string, ptype clusterctlv1.ProviderType) func(context.Context, *generator) ([]*unstructured.Unstructured, []module, error) {
+func capiProvider(set capiSet, configDir, name string, ptype clusterctlv1.ProviderType) func(context.Context, *generator) ([]*unstructured.Unstructured, []module, error) {
 	return func(ctx context.Context, g *generator) ([]*unstructured.Unstructured, []module, error) {
-		m, err := g.module(ctx, "sigs.k8s.io/cluster-api", "CLUSTER_API_VERSION", false)
+		m, err := g.module(ctx, "sigs.k8s.io/cluster-api", set.core, false)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -206,27 +220,33 @@ func capiProvider(configDir, name string, ptype clusterctlv1.ProviderType) func(
 		if err != nil {
 			return nil, nil, err
 		}
+		// The core provider's config moved from the module's root to core/ in v1.14.
+		if _, err := os.Stat(filepath.Join(m.Dir, configDir)); os.IsNotExist(err) && ptype == clusterctlv1.CoreProviderType {
+			configDir = "config"
+		}
 		objs, err := g.providerRelease(ctx, m, configDir, name, ptype, repo)
 		return objs, []module{m}, err
 	}
 }
 
-func buildCAPD(ctx context.Context, g *generator) ([]*unstructured.Unstructured, []module, error) {
-	m, err := g.module(ctx, "sigs.k8s.io/cluster-api/test", "CAPD_VERSION", false)
-	if err != nil {
-		return nil, nil, err
+func buildCAPD(set capiSet) func(context.Context, *generator) ([]*unstructured.Unstructured, []module, error) {
+	return func(ctx context.Context, g *generator) ([]*unstructured.Unstructured, []module, error) {
+		m, err := g.module(ctx, "sigs.k8s.io/cluster-api/test", set.capd, false)
+		if err != nil {
+			return nil, nil, err
+		}
+		// CAPD is released by the Cluster API repository's Makefile.
+		core, err := g.module(ctx, "sigs.k8s.io/cluster-api", set.core, false)
+		if err != nil {
+			return nil, nil, err
+		}
+		repo, err := prodRegistry(filepath.Join(core.Dir, "Makefile"))
+		if err != nil {
+			return nil, nil, err
+		}
+		objs, err := g.providerRelease(ctx, m, "infrastructure/docker/config", config.DockerProviderName, clusterctlv1.InfrastructureProviderType, repo)
+		return objs, []module{m, core}, err
 	}
-	// CAPD is released by the Cluster API repository's Makefile.
-	core, err := g.module(ctx, "sigs.k8s.io/cluster-api", "CLUSTER_API_VERSION", false)
-	if err != nil {
-		return nil, nil, err
-	}
-	repo, err := prodRegistry(filepath.Join(core.Dir, "Makefile"))
-	if err != nil {
-		return nil, nil, err
-	}
-	objs, err := g.providerRelease(ctx, m, "infrastructure/docker/config", config.DockerProviderName, clusterctlv1.InfrastructureProviderType, repo)
-	return objs, []module{m, core}, err
 }
 
 func rke2Provider(configDir, name string, ptype clusterctlv1.ProviderType) func(context.Context, *generator) ([]*unstructured.Unstructured, []module, error) {
@@ -257,8 +277,14 @@ func buildCAPO(ctx context.Context, g *generator) ([]*unstructured.Unstructured,
 
 // buildClusterctlAPI vendors the CRD of clusterctl's inventory (Provider objects), which
 // `clusterctl init` installs and `clusterctl move` requires in both clusters.
-func buildClusterctlAPI(ctx context.Context, g *generator) ([]*unstructured.Unstructured, []module, error) {
-	m, err := g.module(ctx, "sigs.k8s.io/cluster-api", "CLUSTER_API_VERSION", false)
+func buildClusterctlAPI(set capiSet) func(context.Context, *generator) ([]*unstructured.Unstructured, []module, error) {
+	return func(ctx context.Context, g *generator) ([]*unstructured.Unstructured, []module, error) {
+		return clusterctlAPI(ctx, g, set)
+	}
+}
+
+func clusterctlAPI(ctx context.Context, g *generator, set capiSet) ([]*unstructured.Unstructured, []module, error) {
+	m, err := g.module(ctx, "sigs.k8s.io/cluster-api", set.core, false)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,5 +1,6 @@
 // Command vendor-components regenerates the upstream manifests vendored under
-// kustomize-components/*/upstream/ from the Go module sources of the versions pinned in
+// kustomize-components/*/upstream/ (and the previous Cluster API set in
+// kustomize-components/*/upstream-previous/) from the Go module sources of the versions pinned in
 // tools/versions.env. It reproduces what each project's release does (kustomize builds, the
 // clusterctl processing of provider components, Helm rendering of cert-manager, Flux's install
 // generator), offline but for the Go module proxy.

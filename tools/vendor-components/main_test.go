@@ -8,7 +8,7 @@ import (
 )
 
 // The vendored manifests are exactly what the pinned module sources produce, and nothing else
-// lives in the upstream/ directories.
+// lives in the upstream/ and upstream-previous/ directories.
 func TestVendoredManifestsAreReproducedByteForByte(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -34,6 +34,11 @@ func TestVendoredManifestsAreReproducedByteForByte(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	previous, err := filepath.Glob(filepath.Join(root, "kustomize-components", "*", "upstream-previous", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vendored = append(vendored, previous...)
 	for _, v := range vendored {
 		rel, _ := filepath.Rel(root, v)
 		if !slices.Contains(generated, filepath.ToSlash(rel)) {

@@ -160,13 +160,15 @@ build_cert_manager() {
 build_capi() {
   require_vars CLUSTER_API_VERSION CAPD_VERSION
   local m=sigs.k8s.io/cluster-api t=sigs.k8s.io/cluster-api/test
-  local dir body wrap key ld p commit date minor
+  local dir body wrap key ld p commit date minor core=$m/core
   dir=$(mod_dir "$t" "$CAPD_VERSION")
+  # The core manager moved from the module's root to core/ in v1.14.
+  [[ -f $(mod_dir "$m" "$CLUSTER_API_VERSION")/core/main.go ]] || core=$m
   body=$(
     printf 'require (\n\t%s %s\n\t%s %s\n)\n\n' "$m" "$CLUSTER_API_VERSION" "$t" "$CAPD_VERSION"
     replaces_of "$dir/go.mod" "$CLUSTER_API_VERSION"
     printf '\ntool (\n'
-    printf '\t%s\n' "$m/bootstrap/kubeadm" "$m/controlplane/kubeadm" "$m/core" "$t/infrastructure/docker"
+    printf '\t%s\n' "$m/bootstrap/kubeadm" "$m/controlplane/kubeadm" "$core" "$t/infrastructure/docker"
     printf ')\n'
   )
   wrap=$(go_wrapper cluster-api "$body" "$dir/go.sum" "$(mod_dir "$m" "$CLUSTER_API_VERSION")/go.sum")
@@ -180,7 +182,7 @@ build_capi() {
   key=$(bin_key cluster-api "$CLUSTER_API_VERSION" "$(basename "$wrap")" "$ld" cgo0)
   CAPI_BIN=$CACHE/bin/$key
   # Same base name (kubeadm) twice: one -o per binary. Tags as in the upstream Dockerfile.
-  CGO_ENABLED=0 go_bin "$wrap" "$key" core "$m/core" -tags fieldsv1string -ldflags "$ld"
+  CGO_ENABLED=0 go_bin "$wrap" "$key" core "$core" -tags fieldsv1string -ldflags "$ld"
   CGO_ENABLED=0 go_bin "$wrap" "$key" kubeadm-bootstrap "$m/bootstrap/kubeadm" -tags fieldsv1string -ldflags "$ld"
   CGO_ENABLED=0 go_bin "$wrap" "$key" kubeadm-control-plane "$m/controlplane/kubeadm" -tags fieldsv1string -ldflags "$ld"
   CGO_ENABLED=0 go_bin "$wrap" "$key" capd "$t/infrastructure/docker" -ldflags "$ld"
