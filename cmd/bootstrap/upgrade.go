@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/bootstrap"
 	"cluster-init.dev/cluster-init/internal/kube"
@@ -132,10 +133,13 @@ func (w *workspace) upgradePlan(ctx context.Context, c *kube.Cluster, management
 	// A unit applied through a kubeconfig runs its objects in another cluster (a workload
 	// cluster's CNI, metrics-server): not the management cluster's components.
 	remote := map[string]bool{}
+	checkout := upgrades.Checkout{Units: map[string]client.ObjectKey{}}
 	for _, u := range res.Graph.Enabled() {
 		remote[u.Name] = u.Kubeconfig
+		if !u.Kubeconfig {
+			checkout.Units[u.Name] = client.ObjectKey{Namespace: names.Namespace, Name: u.Object}
+		}
 	}
-	var checkout upgrades.Checkout
 	for _, o := range objects {
 		if o.Unit == "" || remote[o.Unit] {
 			continue

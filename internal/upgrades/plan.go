@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fluxcd/cli-utils/pkg/object"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"golang.org/x/mod/semver"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -67,6 +69,8 @@ type Component struct {
 type Checkout struct {
 	Deployments []WantedDeployment
 	CRDs        []WantedCRD
+	// Units are the Flux Kustomizations that apply them, by unit name.
+	Units map[string]client.ObjectKey
 }
 
 // WantedDeployment is a Deployment the checkout renders, with its images.
@@ -237,11 +241,19 @@ func kubernetesOf(v string) string {
 // Components compares the controllers the checkout installs with those running, and refuses a
 // unit's step when applying it would fail or lose data: a CustomResourceDefinition that drops a
 // version the API server still stores objects in (the API server refuses it, as `clusterctl
-// upgrade` would have migrated them first), or an image older than the one running (Cluster API
-// and Flux support no downgrade: stored objects may carry what the older controller drops).
+// upgrade` would have migrated them first), a CustomResourceDefinition the unit applied and the
+// checkout no longer has (Flux would prune it, and every object of it with it, where clusterctl
+// keeps it), or an image older than the one running (Cluster API and Flux support no downgrade:
+// stored objects may carry what the older controller drops).
 func Components(ctx context.Context, c client.Reader, checkout Checkout) ([]Component, error) {
-	refused := map[string]string{}
+	refused, err := droppedCRDs(ctx, c, checkout)
+	if err != nil {
+		return nil, err
+	}
 	for _, w := range checkout.CRDs {
+		if refused[w.Unit] != "" {
+			continue
+		}
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := c.Get(ctx, client.ObjectKey{Name: w.Name}, crd); err != nil {
 			if apierrors.IsNotFound(err) {
@@ -289,6 +301,40 @@ func Components(ctx context.Context, c client.Reader, checkout Checkout) ([]Comp
 		return strings.Compare(a.Unit+" "+a.Deployment, b.Unit+" "+b.Deployment)
 	})
 	return out, nil
+}
+
+// droppedCRDs names, per unit, a CustomResourceDefinition its Kustomization applied (its
+// inventory) that the checkout no longer renders in it.
+func droppedCRDs(ctx context.Context, c client.Reader, checkout Checkout) (map[string]string, error) {
+	rendered := map[string]bool{}
+	for _, w := range checkout.CRDs {
+		rendered[w.Unit+"/"+w.Name] = true
+	}
+	refused := map[string]string{}
+	for unit, key := range checkout.Units {
+		ks := &kustomizev1.Kustomization{}
+		if err := c.Get(ctx, key, ks); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("read the Kustomization of unit %s: %w", unit, err)
+		}
+		if ks.Status.Inventory == nil {
+			continue
+		}
+		for _, e := range ks.Status.Inventory.Entries {
+			id, err := object.ParseObjMetadata(e.ID)
+			if err != nil {
+				return nil, fmt.Errorf("Kustomization %s: inventory entry %q: %w", key.Name, e.ID, err)
+			}
+			if id.GroupKind.Kind == "CustomResourceDefinition" && !rendered[unit+"/"+id.Name] {
+				refused[unit] = fmt.Sprintf("the checkout no longer has CustomResourceDefinition %s, which Flux would delete with every object of it: "+
+					"keep it in the unit (clusterctl keeps a provider's dropped definitions)", id.Name)
+				break
+			}
+		}
+	}
+	return refused, nil
 }
 
 // downgrade names the first container whose checkout image has an older version tag than the

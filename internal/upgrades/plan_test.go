@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -122,6 +123,23 @@ func TestThePlanSaysWhatEachClusterAndComponentWouldDo(t *testing.T) {
 	deploy("capi-controller-manager", "registry.example/cluster-api-controller:v1.13.2")
 	deploy("capi-kubeadm-control-plane-controller-manager", "registry.example:5000/kubeadm-control-plane-controller:v1.14.0")
 	deploy("old-provider", "registry.example/old-provider-controller:v0.4.0")
+	deploy("gone-provider", "registry.example/gone-provider-controller:v1.0.0")
+	// A unit whose Kustomization applied a CustomResourceDefinition the checkout no longer has.
+	unit := &kustomizev1.Kustomization{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "cluster-init", Name: "gone"},
+		Spec: kustomizev1.KustomizationSpec{Interval: metav1.Duration{Duration: time.Hour}, Path: "./kustomize-components/gone", Prune: true,
+			SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "cluster-init"}},
+	}
+	if err := c.Client.Create(ctx, unit); err != nil {
+		t.Fatal(err)
+	}
+	unit.Status.Inventory = &kustomizev1.ResourceInventory{Entries: []kustomizev1.ResourceRef{
+		{ID: "cluster-init_gone-provider_apps_Deployment", Version: "v1"},
+		{ID: "_gadgets.gone.example_apiextensions.k8s.io_CustomResourceDefinition", Version: "v1"},
+	}}
+	if err := c.Client.Status().Update(ctx, unit); err != nil {
+		t.Fatal(err)
+	}
 	// A provider whose objects were stored in v1alpha1 before v1beta1 became the storage version.
 	crd := storedTwice(t, c.Client)
 	checkout := upgrades.Checkout{
@@ -130,7 +148,9 @@ func TestThePlanSaysWhatEachClusterAndComponentWouldDo(t *testing.T) {
 			{Unit: "capd", Namespace: "cluster-init", Name: "capd-controller-manager", Images: []string{"registry.example/capd-manager:v1.14.0"}},
 			{Unit: "cabpk", Namespace: "cluster-init", Name: "capi-kubeadm-control-plane-controller-manager", Images: []string{"registry.example:5000/kubeadm-control-plane-controller:v1.13.4"}},
 			{Unit: "old", Namespace: "cluster-init", Name: "old-provider", Images: []string{"registry.example/old-provider-controller:v0.5.0"}},
+			{Unit: "gone", Namespace: "cluster-init", Name: "gone-provider", Images: []string{"registry.example/gone-provider-controller:v1.1.0"}},
 		},
+		Units: map[string]client.ObjectKey{"gone": {Namespace: "cluster-init", Name: "gone"}, "capd": {Namespace: "cluster-init", Name: "capd"}},
 		CRDs: []upgrades.WantedCRD{
 			{Unit: "capi", Name: "clusters.cluster.x-k8s.io", Versions: []string{"v1beta1", "v1beta2"}},
 			{Unit: "old", Name: crd, Versions: []string{"v1beta1"}},
@@ -145,7 +165,8 @@ func TestThePlanSaysWhatEachClusterAndComponentWouldDo(t *testing.T) {
 		"capi-controller-manager": {upgrades.Upgrade, ""},
 		"capi-kubeadm-control-plane-controller-manager": {upgrades.Refused,
 			"a downgrade is not supported: kubeadm-control-plane-controller runs v1.14.0, the checkout asks for v1.13.4"},
-		"old-provider": {upgrades.Refused, "CustomResourceDefinition " + crd + " still stores objects in v1alpha1, which the checkout's definition drops"},
+		"old-provider":  {upgrades.Refused, "CustomResourceDefinition " + crd + " still stores objects in v1alpha1, which the checkout's definition drops"},
+		"gone-provider": {upgrades.Refused, "the checkout no longer has CustomResourceDefinition gadgets.gone.example, which Flux would delete"},
 	}
 	if len(comps) != len(wantComps) {
 		t.Fatalf("%d components, want %d: %+v", len(comps), len(wantComps), comps)
