@@ -65,7 +65,8 @@ clusterctl upgrade plan:
               minor at a time)
   components  every controller the checkout installs: the images running and the checkout's, and
               the step: up to date, upgrade, or refused (an older image than the running one; a
-              CustomResourceDefinition that drops a version objects are still stored in)
+              CustomResourceDefinition that drops a version objects are still stored in; one
+              the unit applied and the checkout no longer has, or moves to another unit)
 It changes nothing.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -201,7 +202,7 @@ func writePlan(out io.Writer, title string, p upgrades.Plan) {
 		if c.Reason != "" {
 			step += ": " + c.Reason
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Unit, c.Deployment, orDash(shortImages(c.Running)), shortImages(c.Checkout), step)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Unit, orDash(c.Deployment), orDash(shortImages(c.Running)), orDash(shortImages(c.Checkout)), step)
 	}
 	_ = tw.Flush()
 }

@@ -42,6 +42,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	repo = root
+	if err := loadUpgradePins(root); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	cache := os.Getenv("CLUSTER_INIT_CACHE")
 	if cache == "" {
 		home, _ := os.UserHomeDir()

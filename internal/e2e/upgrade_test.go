@@ -21,23 +21,31 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"cluster-init.dev/cluster-init/internal/upgrades"
+	"cluster-init.dev/cluster-init/internal/versions"
 )
 
-// The two Kubernetes minors of the test bed (tools/versions.env): the pinned one and the one
-// before it, whose node image tools/testbed builds with CLUSTER_INIT_TESTBED_PREVIOUS_MINOR=1.
-const (
-	olderVersion = "v1.36.3"
-	newerVersion = "v1.37.0"
-)
+// The test bed's two Kubernetes minors and two Cluster API sets, read from tools/versions.env by
+// TestMain: the pinned ones and the ones before them (KUBERNETES_PREVIOUS_VERSION, whose node
+// image tools/testbed builds, and CLUSTER_API_PREVIOUS_VERSION, vendored in
+// kustomize-components/*/upstream-previous/ and built with it).
+var olderVersion, newerVersion, olderClusterAPI, newerClusterAPI string
 
-// The Cluster API set vendored beside the pinned one (kustomize-components/*/upstream-previous/,
-// CLUSTER_API_PREVIOUS_VERSION), whose images the test bed builds with the previous minor, and
-// the units that install it.
-const (
-	olderClusterAPI = "v1.13.4"
-	newerClusterAPI = "v1.14.0"
-)
+// loadUpgradePins sets them from the checkout's pins.
+func loadUpgradePins(root string) error {
+	pins, err := versions.Load(root)
+	if err != nil {
+		return err
+	}
+	for target, key := range map[*string]string{&olderVersion: "KUBERNETES_PREVIOUS_VERSION", &newerVersion: "KUBERNETES_VERSION",
+		&olderClusterAPI: "CLUSTER_API_PREVIOUS_VERSION", &newerClusterAPI: "CLUSTER_API_VERSION"} {
+		if *target, err = pins.Get(key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
+// clusterAPIUnits are the units that install the Cluster API set the test moves between.
 var clusterAPIUnits = []string{"capi", "cabpk", "capd"}
 
 // clusterAPIProviders are the controllers of the set: namespace/Deployment.

@@ -5,7 +5,9 @@
 //
 // The controller is found as clusterctl finds providers: the object's CRD carries the label
 // cluster.x-k8s.io/provider, and so do the provider's pods. Both log formats of Kubernetes
-// components are read: text (klog's key="value") and JSON.
+// components are read: text (klog's key="value") and JSON. When a line was written is the
+// kubelet's timestamp of it (the log API's timestamps option), not the format's own, which klog
+// writes without a year or zone.
 package reconcileerrors
 
 import (
@@ -18,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -40,24 +43,17 @@ const tailLines = int64(2000)
 
 // Found is the last reconcile error of an object.
 type Found struct {
-	Provider string // the provider label, such as infrastructure-openstack
-	Pod      string // namespace/name of the pod that logged it
-	Time     string // as the log line has it
+	Provider string    // the provider label, such as infrastructure-openstack
+	Pod      string    // namespace/name of the pod that logged it
+	Time     time.Time // when the kubelet received the line
 	Error    string
 	// Count is how many times the lines read hold an error for the object.
 	Count int
 }
 
 func (f Found) String() string {
-	when := f.Time
-	if m := klogClock.FindStringSubmatch(when); m != nil {
-		when = m[1]
-	}
-	return fmt.Sprintf("%s controller (%s), %d times in its recent log, last at %s: %s", f.Provider, f.Pod, f.Count, when, f.Error)
+	return fmt.Sprintf("%s controller (%s), %d times in its recent log, last at %s: %s", f.Provider, f.Pod, f.Count, f.Time.UTC().Format(time.TimeOnly), f.Error)
 }
-
-// klogClock is the time of day in klog's "MMDD hh:mm:ss.micro".
-var klogClock = regexp.MustCompile(`^\d{4} (\d{2}:\d{2}:\d{2})`)
 
 // Last finds the last reconcile error logged for the object kind namespace/name (group is the
 // kind's API group); found is false when the provider logged none in the lines read.
@@ -89,7 +85,7 @@ func Last(ctx context.Context, c *kube.Cluster, gk schema.GroupKind, namespace, 
 	for _, p := range pods.Items {
 		for _, ctr := range p.Spec.Containers {
 			tail := tailLines
-			stream, err := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: ctr.Name, TailLines: &tail}).Stream(ctx)
+			stream, err := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: ctr.Name, TailLines: &tail, Timestamps: true}).Stream(ctx)
 			if err != nil {
 				continue // a container not started yet has no log
 			}
@@ -99,7 +95,7 @@ func Last(ctx context.Context, c *kube.Cluster, gk schema.GroupKind, namespace, 
 				continue
 			}
 			total += f.Count
-			if !found || f.Time > last.Time {
+			if !found || f.Time.After(last.Time) {
 				f.Provider, f.Pod = provider, p.Namespace+"/"+p.Name
 				last, found = f, true
 			}
@@ -112,26 +108,30 @@ func Last(ctx context.Context, c *kube.Cluster, gk schema.GroupKind, namespace, 
 // klogHeader starts a line of klog's text format (severity, date and time); klogPair is one of
 // the key="value" pairs after it.
 var (
-	klogHeader = regexp.MustCompile(`^[EWI](\d{4} \d{2}:\d{2}:\d{2}\.\d+)\s`)
+	klogHeader = regexp.MustCompile(`^[EWI]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s`)
 	klogPair   = regexp.MustCompile(`([A-Za-z][A-Za-z0-9_.]*)=("(?:[^"\\]|\\.)*"|\S+)`)
 )
 
-// scan reads a controller's log for the reconcile errors of one object.
+// scan reads a controller's log, each line after the kubelet's timestamp (RFC 3339), for the
+// reconcile errors of one object.
 func scan(r io.Reader, kind, namespace, name string) (Found, bool) {
 	var last Found
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		line := sc.Text()
+		stamp, line, _ := strings.Cut(sc.Text(), " ")
 		if !strings.Contains(line, "Reconciler error") {
 			continue
 		}
+		when, err := time.Parse(time.RFC3339Nano, stamp)
+		if err != nil {
+			continue
+		}
 		var fields map[string]string
-		var when string
 		if strings.HasPrefix(line, "{") {
-			fields, when = jsonFields(line)
+			fields = jsonFields(line)
 		} else {
-			fields, when = textFields(line)
+			fields = textFields(line)
 		}
 		if fields == nil || fields["msg"] != "Reconciler error" && !strings.Contains(line, `"Reconciler error"`) {
 			continue
@@ -145,10 +145,9 @@ func scan(r io.Reader, kind, namespace, name string) (Found, bool) {
 	return last, last.Count > 0
 }
 
-func textFields(line string) (map[string]string, string) {
-	h := klogHeader.FindStringSubmatch(line)
-	if h == nil {
-		return nil, ""
+func textFields(line string) map[string]string {
+	if !klogHeader.MatchString(line) {
+		return nil
 	}
 	fields := map[string]string{}
 	for _, m := range klogPair.FindAllStringSubmatch(line, -1) {
@@ -162,13 +161,13 @@ func textFields(line string) (map[string]string, string) {
 			fields[m[1]] = v
 		}
 	}
-	return fields, h[1]
+	return fields
 }
 
-func jsonFields(line string) (map[string]string, string) {
+func jsonFields(line string) map[string]string {
 	var raw map[string]any
 	if err := json.Unmarshal([]byte(line), &raw); err != nil {
-		return nil, ""
+		return nil
 	}
 	fields := map[string]string{}
 	for k, v := range raw {
@@ -179,8 +178,7 @@ func jsonFields(line string) (map[string]string, string) {
 			fields[k] = strconv.FormatFloat(v, 'f', -1, 64)
 		}
 	}
-	when := fields["ts"]
-	return fields, when
+	return fields
 }
 
 // OfCluster looks for the last reconcile errors of the objects a Cluster API cluster waits for:

@@ -1,8 +1,10 @@
 package reconcileerrors
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Lines as CAPO v0.13 logs them (klog text) when its cloud refuses the credentials, around lines
@@ -19,9 +21,21 @@ const jsonLog = `{"ts":"2026-11-23T11:12:36.790Z","level":"error","msg":"Reconci
 {"ts":"2026-11-23T11:12:39.357Z","level":"error","msg":"Reconciler error","controller":"openstackcluster","controllerKind":"OpenStackCluster","namespace":"cluster-init","name":"management","err":"providerClient authentication err: dial tcp 192.0.2.1:35357: connect: connection refused"}
 `
 
+// stamped prefixes each line with the kubelet's timestamp, as the log API's timestamps option
+// returns it: one second apart from start.
+func stamped(log string, start time.Time) string {
+	var b strings.Builder
+	for i, line := range strings.Split(strings.TrimSuffix(log, "\n"), "\n") {
+		fmt.Fprintf(&b, "%s %s\n", start.Add(time.Duration(i)*time.Second).Format(time.RFC3339Nano), line)
+	}
+	return b.String()
+}
+
 func TestTheLastErrorOfTheObjectIsFound(t *testing.T) {
+	// The kubelet's timestamps are read as times: a year's last second, then the next year's.
+	start := time.Date(2026, 12, 31, 23, 59, 59, 0, time.UTC)
 	for format, log := range map[string]string{"text": textLog, "json": jsonLog} {
-		f, ok := scan(strings.NewReader(log), "OpenStackCluster", "cluster-init", "management")
+		f, ok := scan(strings.NewReader(stamped(log, start)), "OpenStackCluster", "cluster-init", "management")
 		if !ok {
 			t.Fatalf("%s: no error found", format)
 		}
@@ -31,16 +45,20 @@ func TestTheLastErrorOfTheObjectIsFound(t *testing.T) {
 		if f.Count != 2 {
 			t.Errorf("%s: %d errors counted, want the object's 2", format, f.Count)
 		}
-		if !strings.Contains(f.Time, "11:12:39") {
-			t.Errorf("%s: time %q, want the last line's", format, f.Time)
+		if want := start.Add(map[string]time.Duration{"text": 3, "json": 2}[format] * time.Second); !f.Time.Equal(want) {
+			t.Errorf("%s: time %s, want the last line's, %s", format, f.Time, want)
 		}
 	}
+	// A line without the kubelet's timestamp is not read.
+	if _, ok := scan(strings.NewReader(textLog), "OpenStackCluster", "cluster-init", "management"); ok {
+		t.Error("an error found in lines without the kubelet's timestamps")
+	}
 	// The quoted value is read whole, escaped quotes included.
-	f, _ := scan(strings.NewReader(strings.SplitN(textLog, "\n", 3)[1]), "OpenStackCluster", "cluster-init", "management")
+	f, _ := scan(strings.NewReader(stamped(strings.SplitN(textLog, "\n", 3)[1], start)), "OpenStackCluster", "cluster-init", "management")
 	if !strings.HasSuffix(f.Error, `{"error": {"code": 401}}`) {
 		t.Errorf("quoted error not unquoted whole: %q", f.Error)
 	}
-	if _, ok := scan(strings.NewReader(textLog), "OpenStackCluster", "cluster-init", "absent"); ok {
+	if _, ok := scan(strings.NewReader(stamped(textLog, start)), "OpenStackCluster", "cluster-init", "absent"); ok {
 		t.Error("an error found for an object that has none")
 	}
 }

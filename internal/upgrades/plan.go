@@ -240,8 +240,8 @@ func kubernetesOf(v string) string {
 
 // Components compares the controllers the checkout installs with those running, and refuses a
 // unit's step when applying it would fail or lose data: a CustomResourceDefinition that drops a
-// version the API server still stores objects in (the API server refuses it, as `clusterctl
-// upgrade` would have migrated them first), a CustomResourceDefinition the unit applied and the
+// version the API server still stores objects in (the API server refuses it; `clusterctl
+// upgrade` migrates them first), a CustomResourceDefinition the unit applied and the
 // checkout no longer has (Flux would prune it, and every object of it with it, where clusterctl
 // keeps it), or an image older than the one running (Cluster API and Flux support no downgrade:
 // stored objects may carry what the older controller drops).
@@ -292,10 +292,16 @@ func Components(ctx context.Context, c client.Reader, checkout Checkout) ([]Comp
 				comp.Action, comp.Reason = Refused, reason
 			}
 		}
-		if reason := refused[w.Unit]; reason != "" && comp.Action == Upgrade {
+		if reason := refused[w.Unit]; reason != "" {
 			comp.Action, comp.Reason = Refused, reason
 		}
 		out = append(out, comp)
+	}
+	// A unit refused for its CRDs shows even when none of its controllers changes.
+	for unit, reason := range refused {
+		if !slices.ContainsFunc(out, func(c Component) bool { return c.Unit == unit }) {
+			out = append(out, Component{Unit: unit, Action: Refused, Reason: reason})
+		}
 	}
 	slices.SortFunc(out, func(a, b Component) int {
 		return strings.Compare(a.Unit+" "+a.Deployment, b.Unit+" "+b.Deployment)
@@ -304,11 +310,13 @@ func Components(ctx context.Context, c client.Reader, checkout Checkout) ([]Comp
 }
 
 // droppedCRDs names, per unit, a CustomResourceDefinition its Kustomization applied (its
-// inventory) that the checkout no longer renders in it.
+// inventory) that the checkout no longer renders in it. One the checkout moves to another unit is
+// refused too: the unit that had it may prune it before the other takes it over (Flux deletes
+// what still carries the unit's labels).
 func droppedCRDs(ctx context.Context, c client.Reader, checkout Checkout) (map[string]string, error) {
-	rendered := map[string]bool{}
+	renderedIn := map[string][]string{}
 	for _, w := range checkout.CRDs {
-		rendered[w.Unit+"/"+w.Name] = true
+		renderedIn[w.Name] = append(renderedIn[w.Name], w.Unit)
 	}
 	refused := map[string]string{}
 	for unit, key := range checkout.Units {
@@ -317,7 +325,7 @@ func droppedCRDs(ctx context.Context, c client.Reader, checkout Checkout) (map[s
 			if apierrors.IsNotFound(err) {
 				continue
 			}
-			return nil, fmt.Errorf("read the Kustomization of unit %s: %w", unit, err)
+			return nil, fmt.Errorf("read Kustomization %s of unit %s: %w", key, unit, err)
 		}
 		if ks.Status.Inventory == nil {
 			continue
@@ -325,29 +333,43 @@ func droppedCRDs(ctx context.Context, c client.Reader, checkout Checkout) (map[s
 		for _, e := range ks.Status.Inventory.Entries {
 			id, err := object.ParseObjMetadata(e.ID)
 			if err != nil {
-				return nil, fmt.Errorf("Kustomization %s: inventory entry %q: %w", key.Name, e.ID, err)
+				return nil, fmt.Errorf("read the inventory of Kustomization %s (unit %s): entry %q: %w", key, unit, e.ID, err)
 			}
-			if id.GroupKind.Kind == "CustomResourceDefinition" && !rendered[unit+"/"+id.Name] {
+			if id.GroupKind != (schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}) || slices.Contains(renderedIn[id.Name], unit) {
+				continue
+			}
+			if others := renderedIn[id.Name]; len(others) > 0 {
+				refused[unit] = fmt.Sprintf("the checkout moves CustomResourceDefinition %s to unit %s: this unit may prune it, with every object of it, "+
+					"before the other takes it over; move it in two commits (first into both units, then out of this one)", id.Name, strings.Join(others, ", "))
+			} else {
 				refused[unit] = fmt.Sprintf("the checkout no longer has CustomResourceDefinition %s, which Flux would delete with every object of it: "+
 					"keep it in the unit (clusterctl keeps a provider's dropped definitions)", id.Name)
-				break
 			}
+			break
 		}
 	}
 	return refused, nil
 }
 
-// downgrade names the first container whose checkout image has an older version tag than the
-// running one (the same image name, both tags semantic versions).
+// downgrade names the first checkout image with an older version tag than the running image of
+// the same name (containers are paired by image, not position: a sidecar may come or go).
 func downgrade(running, checkout []string) string {
-	for i := range min(len(running), len(checkout)) {
-		runName, runTag := splitTag(running[i])
-		wantName, wantTag := splitTag(checkout[i])
-		if runName != wantName || !semver.IsValid(runTag) || !semver.IsValid(wantTag) {
+	runningTags := map[string]string{}
+	for _, img := range running {
+		name, tag := splitTag(img)
+		runningTags[name] = tag
+	}
+	for _, img := range checkout {
+		name, want := splitTag(img)
+		have, ok := runningTags[name]
+		if !ok {
 			continue
 		}
-		if semver.Compare(wantTag, runTag) < 0 {
-			return fmt.Sprintf("a downgrade is not supported: %s runs %s, the checkout asks for %s", path.Base(runName), runTag, wantTag)
+		if !strings.HasPrefix(have, "v") {
+			have, want = "v"+have, "v"+want
+		}
+		if semver.IsValid(have) && semver.IsValid(want) && semver.Compare(want, have) < 0 {
+			return fmt.Sprintf("a downgrade is not supported: %s runs %s, the checkout asks for %s", path.Base(name), have, want)
 		}
 	}
 	return ""

@@ -124,22 +124,29 @@ func TestThePlanSaysWhatEachClusterAndComponentWouldDo(t *testing.T) {
 	deploy("capi-kubeadm-control-plane-controller-manager", "registry.example:5000/kubeadm-control-plane-controller:v1.14.0")
 	deploy("old-provider", "registry.example/old-provider-controller:v0.4.0")
 	deploy("gone-provider", "registry.example/gone-provider-controller:v1.0.0")
-	// A unit whose Kustomization applied a CustomResourceDefinition the checkout no longer has.
-	unit := &kustomizev1.Kustomization{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "cluster-init", Name: "gone"},
-		Spec: kustomizev1.KustomizationSpec{Interval: metav1.Duration{Duration: time.Hour}, Path: "./kustomize-components/gone", Prune: true,
-			SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "cluster-init"}},
+	// Units whose Kustomizations (named otherwise than the units) applied CustomResourceDefinitions:
+	// one the checkout no longer has, one it moves to another unit, one it keeps.
+	applied := func(kustomization string, ids ...string) {
+		t.Helper()
+		ks := &kustomizev1.Kustomization{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "cluster-init", Name: kustomization},
+			Spec: kustomizev1.KustomizationSpec{Interval: metav1.Duration{Duration: time.Hour}, Path: "./kustomize-components/x", Prune: true,
+				SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "cluster-init"}},
+		}
+		if err := c.Client.Create(ctx, ks); err != nil {
+			t.Fatal(err)
+		}
+		ks.Status.Inventory = &kustomizev1.ResourceInventory{}
+		for _, id := range ids {
+			ks.Status.Inventory.Entries = append(ks.Status.Inventory.Entries, kustomizev1.ResourceRef{ID: id, Version: "v1"})
+		}
+		if err := c.Client.Status().Update(ctx, ks); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := c.Client.Create(ctx, unit); err != nil {
-		t.Fatal(err)
-	}
-	unit.Status.Inventory = &kustomizev1.ResourceInventory{Entries: []kustomizev1.ResourceRef{
-		{ID: "cluster-init_gone-provider_apps_Deployment", Version: "v1"},
-		{ID: "_gadgets.gone.example_apiextensions.k8s.io_CustomResourceDefinition", Version: "v1"},
-	}}
-	if err := c.Client.Status().Update(ctx, unit); err != nil {
-		t.Fatal(err)
-	}
+	applied("unit-gone", "cluster-init_gone-provider_apps_Deployment", "_gadgets.gone.example_apiextensions.k8s.io_CustomResourceDefinition")
+	applied("unit-mover", "_sprockets.mover.example_apiextensions.k8s.io_CustomResourceDefinition")
+	applied("unit-capi", "_clusters.cluster.x-k8s.io_apiextensions.k8s.io_CustomResourceDefinition")
 	// A provider whose objects were stored in v1alpha1 before v1beta1 became the storage version.
 	crd := storedTwice(t, c.Client)
 	checkout := upgrades.Checkout{
@@ -150,10 +157,14 @@ func TestThePlanSaysWhatEachClusterAndComponentWouldDo(t *testing.T) {
 			{Unit: "old", Namespace: "cluster-init", Name: "old-provider", Images: []string{"registry.example/old-provider-controller:v0.5.0"}},
 			{Unit: "gone", Namespace: "cluster-init", Name: "gone-provider", Images: []string{"registry.example/gone-provider-controller:v1.1.0"}},
 		},
-		Units: map[string]client.ObjectKey{"gone": {Namespace: "cluster-init", Name: "gone"}, "capd": {Namespace: "cluster-init", Name: "capd"}},
+		Units: map[string]client.ObjectKey{
+			"gone": {Namespace: "cluster-init", Name: "unit-gone"}, "mover": {Namespace: "cluster-init", Name: "unit-mover"},
+			"capi": {Namespace: "cluster-init", Name: "unit-capi"}, "capd": {Namespace: "cluster-init", Name: "unit-capd"},
+		},
 		CRDs: []upgrades.WantedCRD{
 			{Unit: "capi", Name: "clusters.cluster.x-k8s.io", Versions: []string{"v1beta1", "v1beta2"}},
 			{Unit: "old", Name: crd, Versions: []string{"v1beta1"}},
+			{Unit: "capi", Name: "sprockets.mover.example", Versions: []string{"v1"}},
 		},
 	}
 	comps, err := upgrades.Components(ctx, c.Client, checkout)
@@ -161,6 +172,8 @@ func TestThePlanSaysWhatEachClusterAndComponentWouldDo(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantComps := map[string]struct{ action, reason string }{
+		// A unit none of whose controllers changes is refused on a row of its own.
+		"mover":                   {upgrades.Refused, "the checkout moves CustomResourceDefinition sprockets.mover.example to unit capi"},
 		"capd-controller-manager": {upgrades.NotInstalled, ""},
 		"capi-controller-manager": {upgrades.Upgrade, ""},
 		"capi-kubeadm-control-plane-controller-manager": {upgrades.Refused,
@@ -172,7 +185,11 @@ func TestThePlanSaysWhatEachClusterAndComponentWouldDo(t *testing.T) {
 		t.Fatalf("%d components, want %d: %+v", len(comps), len(wantComps), comps)
 	}
 	for _, comp := range comps {
-		w := wantComps[strings.TrimPrefix(comp.Deployment, "cluster-init/")]
+		key := strings.TrimPrefix(comp.Deployment, "cluster-init/")
+		if comp.Deployment == "" {
+			key = comp.Unit
+		}
+		w := wantComps[key]
 		if comp.Action != w.action || !strings.HasPrefix(comp.Reason, w.reason) || (w.reason == "") != (comp.Reason == "") {
 			t.Errorf("component %s: %s (%s), want %s (%s…)", comp.Deployment, comp.Action, comp.Reason, w.action, w.reason)
 		}
@@ -189,10 +206,9 @@ func TestThePlanSaysWhatEachClusterAndComponentWouldDo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, comp := range comps {
-		if comp.Deployment == "cluster-init/old-provider" && comp.Action != upgrades.Upgrade {
-			t.Errorf("component %s after the migration: %s (%s), want %s", comp.Deployment, comp.Action, comp.Reason, upgrades.Upgrade)
-		}
+	i := slices.IndexFunc(comps, func(c upgrades.Component) bool { return c.Deployment == "cluster-init/old-provider" })
+	if i < 0 || comps[i].Action != upgrades.Upgrade {
+		t.Errorf("old-provider after the migration: %+v, want %s", comps, upgrades.Upgrade)
 	}
 }
 

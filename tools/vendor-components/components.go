@@ -220,7 +220,8 @@ func capiProvider(set capiSet, configDir, name string, ptype clusterctlv1.Provid
 		if err != nil {
 			return nil, nil, err
 		}
-		// The core provider's config moved from the module's root to core/ in v1.14.
+		// The core provider's config moved from the module's root to core/ in v1.14 (its manager
+		// too: tools/testbed/lib/components.sh build_capi).
 		if _, err := os.Stat(filepath.Join(m.Dir, configDir)); os.IsNotExist(err) && ptype == clusterctlv1.CoreProviderType {
 			configDir = "config"
 		}
@@ -279,33 +280,29 @@ func buildCAPO(ctx context.Context, g *generator) ([]*unstructured.Unstructured,
 // `clusterctl init` installs and `clusterctl move` requires in both clusters.
 func buildClusterctlAPI(set capiSet) func(context.Context, *generator) ([]*unstructured.Unstructured, []module, error) {
 	return func(ctx context.Context, g *generator) ([]*unstructured.Unstructured, []module, error) {
-		return clusterctlAPI(ctx, g, set)
-	}
-}
-
-func clusterctlAPI(ctx context.Context, g *generator, set capiSet) ([]*unstructured.Unstructured, []module, error) {
-	m, err := g.module(ctx, "sigs.k8s.io/cluster-api", set.core, false)
-	if err != nil {
-		return nil, nil, err
-	}
-	data, err := os.ReadFile(filepath.Join(m.Dir, "cmd/clusterctl/config/manifest/clusterctl-api.yaml"))
-	if err != nil {
-		return nil, nil, err
-	}
-	objs, err := utils.ReadObjects(bytes.NewReader(data))
-	if err != nil {
-		return nil, nil, err
-	}
-	// As clusterctl's inventory client labels what it creates.
-	for _, o := range objs {
-		labels := o.GetLabels()
-		if labels == nil {
-			labels = map[string]string{}
+		m, err := g.module(ctx, "sigs.k8s.io/cluster-api", set.core, false)
+		if err != nil {
+			return nil, nil, err
 		}
-		labels[clusterctlv1.ClusterctlCoreLabel] = clusterctlv1.ClusterctlCoreLabelInventoryValue
-		o.SetLabels(labels)
+		data, err := os.ReadFile(filepath.Join(m.Dir, "cmd/clusterctl/config/manifest/clusterctl-api.yaml"))
+		if err != nil {
+			return nil, nil, err
+		}
+		objs, err := utils.ReadObjects(bytes.NewReader(data))
+		if err != nil {
+			return nil, nil, err
+		}
+		// As clusterctl's inventory client labels what it creates.
+		for _, o := range objs {
+			labels := o.GetLabels()
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[clusterctlv1.ClusterctlCoreLabel] = clusterctlv1.ClusterctlCoreLabelInventoryValue
+			o.SetLabels(labels)
+		}
+		return objs, []module{m}, nil
 	}
-	return objs, []module{m}, nil
 }
 
 // buildORC vendors the OpenStack Resource Controller's release manifest, shipped in its module.

@@ -162,7 +162,8 @@ build_capi() {
   local m=sigs.k8s.io/cluster-api t=sigs.k8s.io/cluster-api/test
   local dir body wrap key ld p commit date minor core=$m/core
   dir=$(mod_dir "$t" "$CAPD_VERSION")
-  # The core manager moved from the module's root to core/ in v1.14.
+  # The core manager moved from the module's root to core/ in v1.14 (its config too:
+  # tools/vendor-components capiProvider).
   [[ -f $(mod_dir "$m" "$CLUSTER_API_VERSION")/core/main.go ]] || core=$m
   body=$(
     printf 'require (\n\t%s %s\n\t%s %s\n)\n\n' "$m" "$CLUSTER_API_VERSION" "$t" "$CAPD_VERSION"
