@@ -7,10 +7,13 @@ import (
 	"os"
 	"time"
 
+	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/spf13/cobra"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
 	"cluster-init.dev/cluster-init/internal/bootstrap"
 	"cluster-init.dev/cluster-init/internal/cleanup"
 	"cluster-init.dev/cluster-init/internal/kindcluster"
@@ -211,14 +214,14 @@ values, and works whatever they are.`,
 }
 
 // writeApplications prints each application with its summed state and every cluster it is on.
-func writeApplications(w io.Writer, apps []placement.Observed) {
+func writeApplications(w io.Writer, apps []appsv1.Application) {
 	if len(apps) == 0 {
 		return
 	}
 	fmt.Fprintln(w, "\napplications:")
 	for _, a := range apps {
 		state := "not placed yet"
-		if c := a.Ready(); c != nil {
+		if c := apimeta.FindStatusCondition(a.Status.Conditions, meta.ReadyCondition); c != nil {
 			state = c.Message
 			if c.Status == metav1.ConditionTrue {
 				state = "Ready, " + state

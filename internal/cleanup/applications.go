@@ -7,7 +7,6 @@ import (
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,11 +35,7 @@ func deleteApplications(ctx context.Context, c *kube.Cluster, log func(string, .
 	}
 	for _, a := range apps {
 		log("deleting application %s/%s (it goes from every cluster it runs on)", a.Namespace, a.Name)
-		obj := &unstructured.Unstructured{}
-		obj.SetGroupVersionKind(placement.GVK)
-		obj.SetNamespace(a.Namespace)
-		obj.SetName(a.Name)
-		if err := c.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+		if err := c.Client.Delete(ctx, &a); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("delete application %s/%s: %w", a.Namespace, a.Name, err)
 		}
 	}

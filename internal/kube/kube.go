@@ -19,6 +19,8 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
 )
 
 // Cluster is a connection to one cluster.
@@ -31,11 +33,11 @@ type Cluster struct {
 	Mapper     meta.RESTMapper
 }
 
-// Scheme knows the types cluster-init reads: core, CRDs, Flux and Cluster API.
+// Scheme knows the types cluster-init reads: core, CRDs, Flux, Cluster API and its own Applications.
 func Scheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme,
+		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, appsv1.AddToScheme,
 		sourcev1.AddToScheme, kustomizev1.AddToScheme, helmv2.AddToScheme, clusterv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {

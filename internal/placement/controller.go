@@ -9,25 +9,22 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
 )
 
 // SetupWithManager runs the reconciler in a manager: an application is looked at again when it
 // changes, when one of its Kustomizations changes (Flux reports on a cluster), and when any
 // Cluster changes (a selector may match it now, a named cluster may appear or go).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	app := &unstructured.Unstructured{}
-	app.SetGroupVersionKind(GVK)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("application").
-		For(app).
+		For(&appsv1.Application{}).
 		Watches(&kustomizev1.Kustomization{}, handler.EnqueueRequestsFromMapFunc(applicationOf)).
 		Watches(&helmv2.HelmRelease{}, handler.EnqueueRequestsFromMapFunc(applicationOf)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.everyApplication)).
@@ -44,8 +41,7 @@ func applicationOf(_ context.Context, obj client.Object) []reconcile.Request {
 }
 
 func (r *Reconciler) everyApplication(ctx context.Context, _ client.Object) []reconcile.Request {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(GVK.GroupVersion().WithKind(GVK.Kind + "List"))
+	list := &appsv1.ApplicationList{}
 	if err := r.Client.List(ctx, list); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "list the applications")
 		return nil
@@ -57,36 +53,19 @@ func (r *Reconciler) everyApplication(ctx context.Context, _ client.Object) []re
 	return out
 }
 
-// Observed is an application as a look at the management cluster finds it.
-type Observed struct {
-	Namespace, Name string
-	Status          Status
-}
-
-// Ready is the summed Ready condition, if the controller has written one for this generation.
-func (o Observed) Ready() *metav1.Condition {
-	return apimeta.FindStatusCondition(o.Status.Conditions, "Ready")
-}
-
-// List reads every application of the management cluster with its placements; none when the
-// cluster does not place applications (no CRD).
-func List(ctx context.Context, c client.Reader) ([]Observed, error) {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(GVK.GroupVersion().WithKind(GVK.Kind + "List"))
+// List reads every application of the management cluster with its placements, sorted by
+// namespace and name; none when the cluster does not place applications (no CRD).
+func List(ctx context.Context, c client.Reader) ([]appsv1.Application, error) {
+	list := &appsv1.ApplicationList{}
 	if err := c.List(ctx, list); err != nil {
 		if apimeta.IsNoMatchError(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("list the applications: %w", err)
 	}
-	out := make([]Observed, 0, len(list.Items))
-	for _, a := range list.Items {
-		o := Observed{Namespace: a.GetNamespace(), Name: a.GetName()}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(mapOf(a.Object["status"]), &o.Status); err != nil {
-			return nil, fmt.Errorf("status of application %s: %w", a.GetName(), err)
-		}
-		out = append(out, o)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name })
-	return out, nil
+	sort.Slice(list.Items, func(i, j int) bool {
+		a, b := list.Items[i], list.Items[j]
+		return a.Namespace < b.Namespace || a.Namespace == b.Namespace && a.Name < b.Name
+	})
+	return list.Items, nil
 }

@@ -16,6 +16,8 @@ package placement
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -30,78 +32,27 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
 )
 
-// GVK is the kind of the applications.
-var GVK = schema.GroupVersionKind{Group: "apps.cluster-init.dev", Version: "v1alpha1", Kind: "Application"}
-
 const (
-	// ApplicationLabel marks the Kustomizations of an application: "<namespace>.<name>".
+	// ApplicationLabel marks the Flux objects of an application: "<namespace>.<name>".
 	ApplicationLabel = "apps.cluster-init.dev/application"
-	// ClusterLabel is the cluster a Kustomization applies to: "<namespace>.<name>".
+	// ClusterLabel is the name of the Cluster a Flux object runs the application on; the object
+	// is in the Cluster's namespace.
 	ClusterLabel = "apps.cluster-init.dev/cluster"
 	// Finalizer keeps an Application until its Kustomizations, in the clusters' namespaces (no
 	// owner reference reaches there), are deleted.
 	Finalizer  = "apps.cluster-init.dev/placements"
 	fieldOwner = "cluster-init-placement"
 )
-
-// Spec is what an Application asks for.
-type Spec struct {
-	SourceRef kustomizev1.CrossNamespaceSourceReference `json:"sourceRef"`
-	// Path is a directory of the source with manifests (a Kustomization per cluster), or
-	Path string `json:"path,omitempty"`
-	// Chart is a Helm chart of the source (a HelmRelease per cluster).
-	Chart           *Chart           `json:"chart,omitempty"`
-	TargetNamespace string           `json:"targetNamespace,omitempty"`
-	Interval        metav1.Duration  `json:"interval,omitempty"`
-	Timeout         *metav1.Duration `json:"timeout,omitempty"`
-	Placement       Placement        `json:"placement"`
-}
-
-// Chart is a Helm chart in the application's source, and its values.
-type Chart struct {
-	Path   string                `json:"path"`
-	Values *apiextensionsv1.JSON `json:"values,omitempty"`
-}
-
-// Placement is where the application runs: the clusters named (name, or namespace/name) and those
-// the selector matches, the management cluster's own Cluster included.
-type Placement struct {
-	Clusters []string              `json:"clusters,omitempty"`
-	Selector *metav1.LabelSelector `json:"selector,omitempty"`
-}
-
-// The states of a placement.
-const (
-	StateReady       = "Ready"
-	StateProgressing = "Progressing"
-	StateFailed      = "Failed"
-	StateMissing     = "Missing"  // named, but no such Cluster (or it is being deleted)
-	StateRemoving    = "Removing" // left the placement: removed once the new placement is ready
-)
-
-// PlacementStatus is the application on one cluster.
-type PlacementStatus struct {
-	Cluster string `json:"cluster"`
-	State   string `json:"state"`
-	Message string `json:"message,omitempty"`
-}
-
-// Status is the summed status of an application.
-type Status struct {
-	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
-	Conditions         []metav1.Condition `json:"conditions,omitempty"`
-	Placements         []PlacementStatus  `json:"placements,omitempty"`
-}
 
 // Reconciler reconciles Applications in the management cluster.
 type Reconciler struct {
@@ -165,19 +116,23 @@ func clusterName(k client.ObjectKey) string {
 	return k.Namespace + "/" + k.Name
 }
 
-// Reconcile brings one Application's Kustomizations and status in line with its placement.
+// Reconcile brings one Application's Flux objects and status in line with its placement.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	app := &unstructured.Unstructured{}
-	app.SetGroupVersionKind(GVK)
+	app := &appsv1.Application{}
 	if err := r.Client.Get(ctx, req.NamespacedName, app); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	appID := app.GetNamespace() + "." + app.GetName()
+	appID := applicationID(app)
+	if errs := validation.IsValidLabelValue(appID); len(errs) > 0 {
+		// Its Flux objects could not be labelled, listed or found again: nothing is placed.
+		return r.writeStatus(ctx, app, appsv1.ApplicationStatus{Conditions: []metav1.Condition{condition(app, metav1.ConditionFalse, "InvalidName",
+			fmt.Sprintf("namespace and name %q make no label value: %s", appID, strings.Join(errs, "; ")))}})
+	}
 	existing, err := r.placedObjects(ctx, appID)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if !app.GetDeletionTimestamp().IsZero() {
+	if !app.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, app, existing)
 	}
 	if !controllerutil.ContainsFinalizer(app, Finalizer) {
@@ -186,55 +141,53 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, fmt.Errorf("add the finalizer of application %s: %w", req, err)
 		}
 	}
-	var spec Spec
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(mapOf(app.Object["spec"]), &spec); err != nil {
-		return r.writeStatus(ctx, app, Status{Conditions: []metav1.Condition{condition(app, metav1.ConditionFalse, "InvalidSpec", err.Error())}})
-	}
-	targets, err := r.resolve(ctx, app.GetNamespace(), spec.Placement)
+	targets, err := r.resolve(ctx, app.Namespace, app.Spec.Placement)
 	if err != nil {
-		return r.writeStatus(ctx, app, Status{Conditions: []metav1.Condition{condition(app, metav1.ConditionFalse, "InvalidPlacement", err.Error())}})
+		return r.writeStatus(ctx, app, appsv1.ApplicationStatus{Conditions: []metav1.Condition{condition(app, metav1.ConditionFalse, "InvalidPlacement", err.Error())}})
 	}
 
-	var st Status
-	wanted := map[string]bool{}
-	wantedKind := map[string]string{} // cluster -> the kind of object that runs the application there
+	var st appsv1.ApplicationStatus
+	wanted := map[client.ObjectKey]string{} // the Flux objects that run the application, and their kinds
 	allReady, anyPlaced := true, false
 	for _, t := range targets {
-		id := clusterID(t.key)
 		if t.missing != "" {
-			st.Placements = append(st.Placements, PlacementStatus{Cluster: clusterName(t.key), State: StateMissing, Message: t.missing})
+			st.Placements = append(st.Placements, appsv1.PlacementStatus{Cluster: clusterName(t.key), State: appsv1.StateMissing, Message: t.missing})
 			continue
 		}
-		wanted[id] = true
 		anyPlaced = true
-		obj, err := r.apply(ctx, app, spec, t.key)
+		obj, refused, err := r.apply(ctx, app, t.key)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		wantedKind[id] = obj.GetObjectKind().GroupVersionKind().Kind
+		if refused != "" {
+			allReady = false
+			st.Placements = append(st.Placements, appsv1.PlacementStatus{Cluster: clusterName(t.key), State: appsv1.StateFailed, Message: refused})
+			continue
+		}
+		wanted[client.ObjectKeyFromObject(obj)] = obj.GetObjectKind().GroupVersionKind().Kind
 		ps := placementOf(obj)
 		ps.Cluster = clusterName(t.key)
-		allReady = allReady && ps.State == StateReady
+		allReady = allReady && ps.State == appsv1.StateReady
 		st.Placements = append(st.Placements, ps)
 	}
 	// Make-before-break: what left the placement goes once the new placement runs everywhere;
 	// never while nothing of the new placement exists (a typo must not leave no instance).
 	removable := allReady && (anyPlaced || len(targets) == 0)
-	for _, k := range existing {
-		id := k.GetLabels()[ClusterLabel]
-		// Still wanted, in the same form (manifests or chart): not leaving.
-		if wanted[id] && wantedKind[id] == k.GetObjectKind().GroupVersionKind().Kind {
+	for _, o := range existing {
+		// Still wanted, in the same form (manifests or chart): not leaving. An object of an older
+		// name (before names carried a hash) is replaced like a cluster that left.
+		if wanted[client.ObjectKeyFromObject(o)] == o.GetObjectKind().GroupVersionKind().Kind {
 			continue
 		}
-		cluster := strings.Replace(id, ".", "/", 1)
+		cluster := clusterName(placedOn(o))
 		if removable {
-			if err := r.Client.Delete(ctx, k); client.IgnoreNotFound(err) != nil {
+			if err := r.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
 				return reconcile.Result{}, fmt.Errorf("remove application %s from %s: %w", appID, cluster, err)
 			}
-			st.Placements = append(st.Placements, PlacementStatus{Cluster: cluster, State: StateRemoving, Message: "left the placement: being removed"})
+			st.Placements = append(st.Placements, appsv1.PlacementStatus{Cluster: cluster, State: appsv1.StateRemoving, Message: "left the placement: being removed"})
 			continue
 		}
-		st.Placements = append(st.Placements, PlacementStatus{Cluster: cluster, State: StateRemoving, Message: "left the placement: kept until the new placement is ready"})
+		st.Placements = append(st.Placements, appsv1.PlacementStatus{Cluster: cluster, State: appsv1.StateRemoving, Message: "left the placement: kept until the new placement is ready"})
 	}
 	sort.SliceStable(st.Placements, func(i, j int) bool { return st.Placements[i].Cluster < st.Placements[j].Cluster })
 	st.Conditions = []metav1.Condition{summed(app, st.Placements)}
@@ -245,10 +198,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return res, err
 }
 
+// applicationID is the value of ApplicationLabel for an application.
+func applicationID(app *appsv1.Application) string { return app.Namespace + "." + app.Name }
+
+// placedOn is the Cluster a Flux object of an application runs it on. Objects placed before the
+// label held the name alone carry "<namespace>.<name>".
+func placedOn(o client.Object) client.ObjectKey {
+	return client.ObjectKey{Namespace: o.GetNamespace(), Name: strings.TrimPrefix(o.GetLabels()[ClusterLabel], o.GetNamespace()+".")}
+}
+
 // resolve turns a placement into clusters: each named one (found or not) and each the selector
 // matches in the namespaces it may look at, in a stable order; the rules' refusals are missing
 // clusters with their reason.
-func (r *Reconciler) resolve(ctx context.Context, appNamespace string, p Placement) ([]target, error) {
+func (r *Reconciler) resolve(ctx context.Context, appNamespace string, p appsv1.Placement) ([]target, error) {
 	all := &clusterv1.ClusterList{}
 	if err := r.Client.List(ctx, all); err != nil {
 		return nil, fmt.Errorf("list the Clusters: %w", err)
@@ -301,16 +263,29 @@ func (r *Reconciler) resolve(ctx context.Context, appNamespace string, p Placeme
 	return out, nil
 }
 
-// ObjectName is the name of an application's Flux object on a cluster (a Kustomization, or
-// a HelmRelease for a chart), in the cluster's namespace (its kubeconfig Secret is there).
-func ObjectName(app, cluster string) string { return app + "-" + cluster }
+// ObjectName is the name of the Flux object that runs an application on a cluster (a
+// Kustomization, or a HelmRelease for a chart), in the cluster's namespace (its kubeconfig Secret
+// is there): "<application>-<cluster>-<hash>", cut to 63 characters (Flux labels what it applies
+// with it), the hash of both full names. Two applications, of any namespaces and names, never
+// share one: "a-b" on cluster "c" and "a" on cluster "b-c" differ by their hash.
+func ObjectName(app, cluster client.ObjectKey) string {
+	sum := sha256.Sum256([]byte(app.Namespace + "/" + app.Name + "\x00" + cluster.Namespace + "/" + cluster.Name))
+	hash := hex.EncodeToString(sum[:])[:8]
+	prefix := app.Name + "-" + cluster.Name
+	if max := validation.DNS1123LabelMaxLength - len(hash) - 1; len(prefix) > max {
+		prefix = strings.TrimRight(prefix[:max], "-.")
+	}
+	return prefix + "-" + hash
+}
 
 // apply server-side applies the Flux object that runs the application on a cluster and returns
-// it as it is: a Kustomization of its manifests, or a HelmRelease of its chart.
-func (r *Reconciler) apply(ctx context.Context, app *unstructured.Unstructured, spec Spec, cluster client.ObjectKey) (client.Object, error) {
+// it as it is: a Kustomization of its manifests, or a HelmRelease of its chart. An object of that
+// name that this application did not place is not touched: refused says why.
+func (r *Reconciler) apply(ctx context.Context, app *appsv1.Application, cluster client.ObjectKey) (obj client.Object, refused string, err error) {
+	spec := app.Spec
 	source := spec.SourceRef
 	if source.Namespace == "" {
-		source.Namespace = app.GetNamespace()
+		source.Namespace = app.Namespace
 	}
 	interval := spec.Interval
 	if interval.Duration == 0 {
@@ -321,15 +296,14 @@ func (r *Reconciler) apply(ctx context.Context, app *unstructured.Unstructured, 
 		timeout = &metav1.Duration{Duration: 5 * time.Minute}
 	}
 	objectMeta := metav1.ObjectMeta{
-		Name: ObjectName(app.GetName(), cluster.Name), Namespace: cluster.Namespace,
-		Labels: map[string]string{ApplicationLabel: app.GetNamespace() + "." + app.GetName(), ClusterLabel: clusterID(cluster)},
+		Name: ObjectName(client.ObjectKeyFromObject(app), cluster), Namespace: cluster.Namespace,
+		Labels: map[string]string{ApplicationLabel: applicationID(app), ClusterLabel: cluster.Name},
 	}
 	kubeConfig := &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: cluster.Name + "-kubeconfig", Key: "value"}}
-	var obj client.Object
 	if spec.Chart != nil {
 		values, err := clusterValues(spec.Chart.Values, cluster)
 		if err != nil {
-			return nil, fmt.Errorf("application %s: spec.chart.values: %w", app.GetName(), err)
+			return nil, fmt.Sprintf("spec.chart.values: %v", err), nil
 		}
 		obj = &helmv2.HelmRelease{
 			TypeMeta:   metav1.TypeMeta{APIVersion: helmv2.GroupVersion.String(), Kind: helmv2.HelmReleaseKind},
@@ -340,7 +314,7 @@ func (r *Reconciler) apply(ctx context.Context, app *unstructured.Unstructured, 
 					ReconcileStrategy: "Revision",
 					SourceRef:         helmv2.CrossNamespaceObjectReference{Kind: source.Kind, Name: source.Name, Namespace: source.Namespace},
 				}},
-				ReleaseName:      app.GetName(),
+				ReleaseName:      app.Name,
 				TargetNamespace:  spec.TargetNamespace,
 				StorageNamespace: spec.TargetNamespace,
 				Interval:         interval,
@@ -370,12 +344,36 @@ func (r *Reconciler) apply(ctx context.Context, app *unstructured.Unstructured, 
 			},
 		}
 	}
-	kind := obj.GetObjectKind().GroupVersionKind().Kind
-	if err := r.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
-		return nil, fmt.Errorf("apply the %s of application %s on %s: %w", kind, app.GetName(), cluster, err)
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	if refused, err := r.refusal(ctx, obj); err != nil || refused != "" {
+		return nil, refused, err
 	}
-	obj.GetObjectKind().SetGroupVersionKind(obj.GetObjectKind().GroupVersionKind().GroupVersion().WithKind(kind))
-	return obj, nil
+	// Forced: the fields are this controller's; an object of another owner was refused above.
+	if err := r.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+		return nil, "", fmt.Errorf("apply the %s of application %s on %s: %w", gvk.Kind, app.Name, cluster, err)
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	return obj, "", nil
+}
+
+// refusal says why want may not be applied, "" if it may: an object of its name exists that
+// another application placed, or that no application placed.
+func (r *Reconciler) refusal(ctx context.Context, want client.Object) (string, error) {
+	kind := want.GetObjectKind().GroupVersionKind().Kind
+	existing := want.DeepCopyObject().(client.Object)
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), existing); apierrors.IsNotFound(err) {
+		return "", nil
+	} else if err != nil {
+		return "", fmt.Errorf("read %s %s/%s: %w", kind, want.GetNamespace(), want.GetName(), err)
+	}
+	owner, labelled := existing.GetLabels()[ApplicationLabel]
+	switch {
+	case !labelled:
+		return fmt.Sprintf("%s %s/%s exists and no application placed it: not changed", kind, want.GetNamespace(), want.GetName()), nil
+	case owner != want.GetLabels()[ApplicationLabel]:
+		return fmt.Sprintf("%s %s/%s belongs to application %s: not changed", kind, want.GetNamespace(), want.GetName(), strings.Replace(owner, ".", "/", 1)), nil
+	}
+	return "", nil
 }
 
 // clusterValues are a chart's values with cluster.name and cluster.namespace set to the cluster's.
@@ -396,7 +394,7 @@ func clusterValues(values *apiextensionsv1.JSON, cluster client.ObjectKey) (*api
 
 // placementOf reads the state of the Flux object that runs the application on a cluster: ready
 // for its generation, failed, or on its way.
-func placementOf(obj client.Object) PlacementStatus {
+func placementOf(obj client.Object) appsv1.PlacementStatus {
 	var conditions []metav1.Condition
 	var observed int64
 	switch o := obj.(type) {
@@ -410,31 +408,31 @@ func placementOf(obj client.Object) PlacementStatus {
 	// error leaves status.observedGeneration behind); success is the whole status's.
 	switch {
 	case ready == nil:
-		return PlacementStatus{State: StateProgressing, Message: "not reconciled yet"}
+		return appsv1.PlacementStatus{State: appsv1.StateProgressing, Message: "not reconciled yet"}
 	case ready.Status == metav1.ConditionTrue && observed == obj.GetGeneration():
-		return PlacementStatus{State: StateReady}
+		return appsv1.PlacementStatus{State: appsv1.StateReady}
 	case ready.Status == metav1.ConditionFalse && ready.ObservedGeneration == obj.GetGeneration() &&
 		ready.Reason != meta.ProgressingReason && ready.Reason != meta.DependencyNotReadyReason:
-		return PlacementStatus{State: StateFailed, Message: ready.Reason + ": " + ready.Message}
+		return appsv1.PlacementStatus{State: appsv1.StateFailed, Message: ready.Reason + ": " + ready.Message}
 	case ready.Message != "" && ready.ObservedGeneration == obj.GetGeneration():
-		return PlacementStatus{State: StateProgressing, Message: ready.Message}
+		return appsv1.PlacementStatus{State: appsv1.StateProgressing, Message: ready.Message}
 	default:
-		return PlacementStatus{State: StateProgressing, Message: "not reconciled yet"}
+		return appsv1.PlacementStatus{State: appsv1.StateProgressing, Message: "not reconciled yet"}
 	}
 }
 
 // summed is the Ready condition of an application: true when every cluster of its placement runs
 // it; the clusters leaving it do not count.
-func summed(app *unstructured.Unstructured, placements []PlacementStatus) metav1.Condition {
+func summed(app *appsv1.Application, placements []appsv1.PlacementStatus) metav1.Condition {
 	var notReady []string
 	ready := 0
 	for _, p := range placements {
 		switch p.State {
-		case StateRemoving:
-		case StateReady:
+		case appsv1.StateRemoving:
+		case appsv1.StateReady:
 			ready++
 		default:
-			notReady = append(notReady, fmt.Sprintf("%s %s (%s)", p.Cluster, strings.ToLower(p.State), p.Message))
+			notReady = append(notReady, fmt.Sprintf("%s %s (%s)", p.Cluster, strings.ToLower(string(p.State)), p.Message))
 		}
 	}
 	if ready+len(notReady) == 0 {
@@ -453,8 +451,8 @@ func clusters(n int) string {
 	return fmt.Sprintf("%d clusters", n)
 }
 
-func condition(app *unstructured.Unstructured, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
-	return metav1.Condition{Type: meta.ReadyCondition, Status: status, Reason: reason, Message: msg, ObservedGeneration: app.GetGeneration()}
+func condition(app *appsv1.Application, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: meta.ReadyCondition, Status: status, Reason: reason, Message: msg, ObservedGeneration: app.Generation}
 }
 
 // placedObjects are the Flux objects that run the application on its clusters.
@@ -481,7 +479,7 @@ func (r *Reconciler) placedObjects(ctx context.Context, appID string) ([]client.
 
 // finalize deletes every Kustomization of a deleted application (Flux prunes what they applied),
 // then lets the application go.
-func (r *Reconciler) finalize(ctx context.Context, app *unstructured.Unstructured, existing []client.Object) (reconcile.Result, error) {
+func (r *Reconciler) finalize(ctx context.Context, app *appsv1.Application, existing []client.Object) (reconcile.Result, error) {
 	for _, o := range existing {
 		if err := r.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, fmt.Errorf("delete %s %s/%s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetNamespace(), o.GetName(), err)
@@ -492,35 +490,22 @@ func (r *Reconciler) finalize(ctx context.Context, app *unstructured.Unstructure
 	}
 	controllerutil.RemoveFinalizer(app, Finalizer)
 	if err := r.Client.Update(ctx, app); err != nil && !apierrors.IsNotFound(err) {
-		return reconcile.Result{}, fmt.Errorf("remove the finalizer of application %s: %w", app.GetName(), err)
+		return reconcile.Result{}, fmt.Errorf("remove the finalizer of application %s: %w", app.Name, err)
 	}
 	return reconcile.Result{}, nil
 }
 
-func (r *Reconciler) writeStatus(ctx context.Context, app *unstructured.Unstructured, st Status) (reconcile.Result, error) {
-	st.ObservedGeneration = app.GetGeneration()
+func (r *Reconciler) writeStatus(ctx context.Context, app *appsv1.Application, st appsv1.ApplicationStatus) (reconcile.Result, error) {
+	st.ObservedGeneration = app.Generation
 	// The conditions' transition times: kept while their status stays.
-	var old Status
-	_ = runtime.DefaultUnstructuredConverter.FromUnstructured(mapOf(app.Object["status"]), &old)
-	conditions := old.Conditions
+	conditions := app.Status.Conditions
 	for _, c := range st.Conditions {
 		apimeta.SetStatusCondition(&conditions, c)
 	}
 	st.Conditions = conditions
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	app.Object["status"] = obj
+	app.Status = st
 	if err := r.Client.Status().Update(ctx, app); err != nil {
-		return reconcile.Result{}, fmt.Errorf("write the status of application %s: %w", app.GetName(), err)
+		return reconcile.Result{}, fmt.Errorf("write the status of application %s: %w", app.Name, err)
 	}
 	return reconcile.Result{}, nil
-}
-
-func mapOf(v any) map[string]any {
-	if m, ok := v.(map[string]any); ok {
-		return m
-	}
-	return map[string]any{}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
@@ -14,11 +15,12 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
 	"cluster-init.dev/cluster-init/internal/apply"
 	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/placement"
@@ -34,23 +36,29 @@ type world struct {
 	r   *placement.Reconciler
 }
 
-func (w *world) reconcile() placement.Status {
+func (w *world) reconcile() appsv1.ApplicationStatus {
 	w.t.Helper()
-	if _, err := w.r.Reconcile(w.ctx, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "cluster-init", Name: "hello"}}); err != nil {
+	if _, err := w.r.Reconcile(w.ctx, reconcile.Request{NamespacedName: hello}); err != nil {
 		w.t.Fatal(err)
 	}
 	return w.status()
 }
 
-func (w *world) status() placement.Status {
+func (w *world) status() appsv1.ApplicationStatus {
 	w.t.Helper()
-	app := w.app()
-	var st placement.Status
-	data, _ := app.Object["status"].(map[string]any)
-	if err := fromUnstructured(data, &st); err != nil {
+	app := &appsv1.Application{}
+	if err := w.c.Get(w.ctx, hello, app); err != nil {
 		w.t.Fatal(err)
 	}
-	return st
+	return app.Status
+}
+
+// hello is the application of the tests.
+var hello = client.ObjectKey{Namespace: "cluster-init", Name: "hello"}
+
+// on is the name of hello's Flux object on a cluster.
+func on(ns, cluster string) string {
+	return placement.ObjectName(hello, client.ObjectKey{Namespace: ns, Name: cluster})
 }
 
 // cluster is a Cluster of the test, labelled env=<env>.
@@ -91,8 +99,8 @@ func (w *world) create(p map[string]any) {
 func (w *world) app() *unstructured.Unstructured {
 	w.t.Helper()
 	app := &unstructured.Unstructured{}
-	app.SetGroupVersionKind(placement.GVK)
-	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: "cluster-init", Name: "hello"}, app); err != nil {
+	app.SetGroupVersionKind(appsv1.GroupVersion.WithKind(appsv1.ApplicationKind))
+	if err := w.c.Get(w.ctx, hello, app); err != nil {
 		w.t.Fatal(err)
 	}
 	return app
@@ -110,10 +118,10 @@ func (w *world) place(p map[string]any) {
 }
 
 // flux plays kustomize-controller for one Kustomization: Ready (or failed) for its generation.
-func (w *world) flux(ns, name string, status metav1.ConditionStatus, reason, msg string) {
+func (w *world) flux(ns, cluster string, status metav1.ConditionStatus, reason, msg string) {
 	w.t.Helper()
 	k := &kustomizev1.Kustomization{}
-	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: ns, Name: name}, k); err != nil {
+	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: ns, Name: on(ns, cluster)}, k); err != nil {
 		w.t.Fatal(err)
 	}
 	// As kustomize-controller: the condition carries the generation it handled; the status's
@@ -127,23 +135,24 @@ func (w *world) flux(ns, name string, status metav1.ConditionStatus, reason, msg
 	}
 }
 
-func (w *world) exists(ns, name string) bool {
+// exists says whether hello's Kustomization on a cluster exists.
+func (w *world) exists(ns, cluster string) bool {
 	w.t.Helper()
-	err := w.c.Get(w.ctx, client.ObjectKey{Namespace: ns, Name: name}, &kustomizev1.Kustomization{})
+	err := w.c.Get(w.ctx, client.ObjectKey{Namespace: ns, Name: on(ns, cluster)}, &kustomizev1.Kustomization{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		w.t.Fatal(err)
 	}
 	return err == nil
 }
 
-func ready(st placement.Status) *metav1.Condition {
+func ready(st appsv1.ApplicationStatus) *metav1.Condition {
 	return apimeta.FindStatusCondition(st.Conditions, meta.ReadyCondition)
 }
 
-func states(st placement.Status) string {
+func states(st appsv1.ApplicationStatus) string {
 	var out []string
 	for _, p := range st.Placements {
-		out = append(out, p.Cluster+"="+p.State)
+		out = append(out, p.Cluster+"="+string(p.State))
 	}
 	return strings.Join(out, " ")
 }
@@ -161,7 +170,7 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 	// On wl1: its Kustomization, in wl1's namespace, through wl1's kubeconfig, from the app's source.
 	st := w.reconcile()
 	k := &kustomizev1.Kustomization{}
-	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: "workload-clusters", Name: "hello-wl1"}, k); err != nil {
+	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: "workload-clusters", Name: on("workload-clusters", "wl1")}, k); err != nil {
 		t.Fatal(err)
 	}
 	if k.Spec.KubeConfig == nil || k.Spec.KubeConfig.SecretRef.Name != "wl1-kubeconfig" || k.Spec.SourceRef.Namespace != "cluster-init" || !k.Spec.Prune || !k.Spec.Wait ||
@@ -171,7 +180,7 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 	if c := ready(st); c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "workload-clusters/wl1 progressing") {
 		t.Errorf("before Flux applied it: %+v", c)
 	}
-	w.flux("workload-clusters", "hello-wl1", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
+	w.flux("workload-clusters", "wl1", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
 	if st = w.reconcile(); ready(st).Status != metav1.ConditionTrue {
 		t.Errorf("running on wl1 but not Ready: %+v", ready(st))
 	}
@@ -179,7 +188,7 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 	// Moved to the management cluster: there first, then gone from wl1.
 	w.place(map[string]any{"clusters": []any{"management"}})
 	st = w.reconcile()
-	if !w.exists("cluster-init", "hello-management") || !w.exists("workload-clusters", "hello-wl1") {
+	if !w.exists("cluster-init", "management") || !w.exists("workload-clusters", "wl1") {
 		t.Fatal("the move did not make before it broke")
 	}
 	if got := states(st); got != "cluster-init/management=Progressing workload-clusters/wl1=Removing" {
@@ -188,9 +197,9 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 	if ready(st).Status != metav1.ConditionFalse {
 		t.Error("Ready while the new placement is not")
 	}
-	w.flux("cluster-init", "hello-management", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
+	w.flux("cluster-init", "management", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
 	st = w.reconcile()
-	if w.exists("workload-clusters", "hello-wl1") {
+	if w.exists("workload-clusters", "wl1") {
 		t.Error("wl1 keeps the application once the management cluster runs it")
 	}
 	if ready(st).Status != metav1.ConditionTrue {
@@ -203,12 +212,12 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 	// On both, failing on wl1 only: not Ready, and the message names wl1.
 	w.place(map[string]any{"clusters": []any{"management", "workload-clusters/wl1"}})
 	w.reconcile()
-	w.flux("workload-clusters", "hello-wl1", metav1.ConditionFalse, "HealthCheckFailed", "Deployment/hello/hello not ready")
+	w.flux("workload-clusters", "wl1", metav1.ConditionFalse, "HealthCheckFailed", "Deployment/hello/hello not ready")
 	st = w.reconcile()
 	if c := ready(st); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "ready on 1 of 2 clusters; not on: workload-clusters/wl1 failed (HealthCheckFailed: Deployment/hello/hello not ready)") {
 		t.Errorf("failing on wl1: %+v", c)
 	}
-	w.flux("workload-clusters", "hello-wl1", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
+	w.flux("workload-clusters", "wl1", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
 	if st = w.reconcile(); ready(st).Status != metav1.ConditionTrue || ready(st).Message != "ready on 2 clusters" {
 		t.Errorf("on both: %+v", ready(st))
 	}
@@ -220,20 +229,20 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 	if c := ready(st); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "cluster-init/nope missing (no Cluster nope in cluster-init") {
 		t.Errorf("a missing cluster: %+v", c)
 	}
-	if !w.exists("cluster-init", "hello-management") || w.exists("workload-clusters", "hello-wl1") {
+	if !w.exists("cluster-init", "management") || w.exists("workload-clusters", "wl1") {
 		t.Error("the missing cluster changed what runs elsewhere")
 	}
 	// Only a missing cluster: the application stays where it runs rather than nowhere.
 	w.place(map[string]any{"clusters": []any{"nope"}})
 	w.reconcile()
-	if !w.exists("cluster-init", "hello-management") {
+	if !w.exists("cluster-init", "management") {
 		t.Error("a placement on a missing cluster only left no instance")
 	}
 
 	// By selector: the clusters labelled env=dev, that is wl1.
 	w.place(map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"env": "dev"}}})
 	w.reconcile()
-	if !w.exists("workload-clusters", "hello-wl1") {
+	if !w.exists("workload-clusters", "wl1") {
 		t.Error("the selector did not place it on wl1")
 	}
 
@@ -247,7 +256,7 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 	// cluster's name in its values; the Kustomization of the manifests goes once it is Ready.
 	w.place(map[string]any{"clusters": []any{"workload-clusters/wl1"}})
 	w.reconcile()
-	w.flux("workload-clusters", "hello-wl1", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
+	w.flux("workload-clusters", "wl1", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
 	app2 := w.app()
 	unstructured.RemoveNestedField(app2.Object, "spec", "path")
 	if err := unstructured.SetNestedField(app2.Object, map[string]any{"path": "./charts/hello", "values": map[string]any{"replicas": int64(2)}}, "spec", "chart"); err != nil {
@@ -258,14 +267,14 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 	}
 	st = w.reconcile()
 	hr := &helmv2.HelmRelease{}
-	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: "workload-clusters", Name: "hello-wl1"}, hr); err != nil {
+	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: "workload-clusters", Name: on("workload-clusters", "wl1")}, hr); err != nil {
 		t.Fatal(err)
 	}
 	if hr.Spec.KubeConfig == nil || hr.Spec.KubeConfig.SecretRef.Name != "wl1-kubeconfig" || hr.Spec.Chart.Spec.Chart != "./charts/hello" ||
 		!strings.Contains(string(hr.Spec.Values.Raw), `"cluster":{"name":"wl1","namespace":"workload-clusters"}`) || !strings.Contains(string(hr.Spec.Values.Raw), `"replicas":2`) {
 		t.Errorf("HelmRelease of wl1: %+v values %s", hr.Spec, hr.Spec.Values.Raw)
 	}
-	if !w.exists("workload-clusters", "hello-wl1") || states(st) != "workload-clusters/wl1=Progressing workload-clusters/wl1=Removing" {
+	if !w.exists("workload-clusters", "wl1") || states(st) != "workload-clusters/wl1=Progressing workload-clusters/wl1=Removing" {
 		t.Errorf("manifests -> chart did not make before it broke: %s", states(st))
 	}
 	hr.Status.ObservedGeneration = hr.Generation
@@ -274,7 +283,7 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.reconcile()
-	if w.exists("workload-clusters", "hello-wl1") {
+	if w.exists("workload-clusters", "wl1") {
 		t.Error("the Kustomization of the manifests stays once the chart runs")
 	}
 	if st = w.reconcile(); ready(st).Status != metav1.ConditionTrue || states(st) != "workload-clusters/wl1=Ready" {
@@ -286,17 +295,15 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		_, _ = w.r.Reconcile(w.ctx, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "cluster-init", Name: "hello"}})
+		_, _ = w.r.Reconcile(w.ctx, reconcile.Request{NamespacedName: hello})
 	}
-	if w.exists("workload-clusters", "hello-wl1") || w.exists("cluster-init", "hello-management") {
+	if w.exists("workload-clusters", "wl1") || w.exists("cluster-init", "management") {
 		t.Error("Kustomizations left after the application was deleted")
 	}
-	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: "workload-clusters", Name: "hello-wl1"}, &helmv2.HelmRelease{}); !apierrors.IsNotFound(err) {
+	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: "workload-clusters", Name: on("workload-clusters", "wl1")}, &helmv2.HelmRelease{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the HelmRelease is left after the application was deleted: %v", err)
 	}
-	gone := &unstructured.Unstructured{}
-	gone.SetGroupVersionKind(placement.GVK)
-	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: "cluster-init", Name: "hello"}, gone); !apierrors.IsNotFound(err) {
+	if err := w.c.Get(w.ctx, hello, &appsv1.Application{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the application is still there: %v", err)
 	}
 }
@@ -316,38 +323,31 @@ func TestATenantsClustersNeitherDrawNorDisplaceThePlatformsApplications(t *testi
 
 	// By selector: wl1, whose namespace the values name; not team-b's b-one, labelled alike.
 	st := w.reconcile()
-	if got := states(st); got != "workload-clusters/wl1=Progressing" || !w.exists("workload-clusters", "hello-wl1") || w.exists("team-b", "hello-b-one") {
+	if got := states(st); got != "workload-clusters/wl1=Progressing" || !w.exists("workload-clusters", "wl1") || w.exists("team-b", "b-one") {
 		t.Errorf("a selector drew the application onto team-b's cluster: %s", got)
 	}
 	// By a name alone: a cluster of the platform's namespace, never a tenant's.
 	w.place(map[string]any{"clusters": []any{"b-one"}})
-	if c := ready(w.reconcile()); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "no Cluster b-one in cluster-init") || w.exists("team-b", "hello-b-one") {
+	if c := ready(w.reconcile()); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "no Cluster b-one in cluster-init") || w.exists("team-b", "b-one") {
 		t.Errorf("b-one by its name alone: %+v", c)
 	}
 	// The management cluster, where the values keep applications off it: refused, by name and by
 	// selector, and team-b's "management" is not taken for it.
 	w.place(map[string]any{"clusters": []any{"management"}})
 	if c := ready(w.reconcile()); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "applications.on_management is false") ||
-		w.exists("cluster-init", "hello-management") || w.exists("team-b", "hello-management") {
+		w.exists("cluster-init", "management") || w.exists("team-b", "management") {
 		t.Errorf("on the management cluster, kept off by the values: %+v", c)
 	}
 	w.place(map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"env": "platform"}}})
-	if c := ready(w.reconcile()); c.Status != metav1.ConditionFalse || c.Reason != "NoCluster" || w.exists("cluster-init", "hello-management") || w.exists("team-b", "hello-management") {
+	if c := ready(w.reconcile()); c.Status != metav1.ConditionFalse || c.Reason != "NoCluster" || w.exists("cluster-init", "management") || w.exists("team-b", "management") {
 		t.Errorf("a selector matching the management cluster, kept off by the values: %+v", c)
 	}
 	// Allowed: the management cluster by its name, while team-b has a cluster of that name too.
 	w.r.Rules.OnManagement = true
 	w.place(map[string]any{"clusters": []any{"management"}})
-	if st := w.reconcile(); states(st) != "cluster-init/management=Progressing" || !w.exists("cluster-init", "hello-management") || w.exists("team-b", "hello-management") {
+	if st := w.reconcile(); states(st) != "cluster-init/management=Progressing" || !w.exists("cluster-init", "management") || w.exists("team-b", "management") {
 		t.Errorf("the management cluster by its name, with team-b's namesake: %s", states(st))
 	}
-}
-
-func fromUnstructured(m map[string]any, into any) error {
-	if m == nil {
-		return nil
-	}
-	return runtime.DefaultUnstructuredConverter.FromUnstructured(m, into)
 }
 
 // The Applications committed under clusters/<mgmt>/apps are applied as applications-from-git:
@@ -397,5 +397,146 @@ func TestTheApplicationsDirectoryIsAppliedAsAnAccountThatWritesApplicationsOnly(
 		if review.Status.Allowed != q.allowed {
 			t.Errorf("can applications-from-git %s %s.%s in %q: %t, want %t", q.verb, q.resource, q.group, q.ns, review.Status.Allowed, q.allowed)
 		}
+	}
+}
+
+// The names of the Flux objects cannot collide: "a-b" on cluster "c" and "a" on cluster "b-c"
+// (the same "<app>-<cluster>"), long names, any namespaces: distinct, valid names that fit a label
+// value (Flux labels what it applies with them).
+func TestObjectNamesDoNotCollide(t *testing.T) {
+	key := func(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
+	long := strings.Repeat("x", 40)
+	pairs := []struct{ app, cluster client.ObjectKey }{
+		{key("cluster-init", "a-b"), key("workload-clusters", "c")},
+		{key("cluster-init", "a"), key("workload-clusters", "b-c")},
+		{key("team-b", "a-b"), key("workload-clusters", "c")},
+		{key("cluster-init", "a-b"), key("team-b", "c")},
+		{key("cluster-init", long), key("workload-clusters", strings.Repeat("y", 63))},
+		{key("cluster-init", long), key("workload-clusters", strings.Repeat("y", 62))},
+	}
+	seen := map[string]int{}
+	for i, p := range pairs {
+		name := placement.ObjectName(p.app, p.cluster)
+		if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+			t.Errorf("%v on %v: %q is not a valid name: %v", p.app, p.cluster, name, errs)
+		}
+		if j, ok := seen[name]; ok {
+			t.Errorf("%v on %v and %v on %v share the name %q", p.app, p.cluster, pairs[j].app, pairs[j].cluster, name)
+		}
+		seen[name] = i
+	}
+	if got := placement.ObjectName(key("cluster-init", "hello"), key("workload-clusters", "wl1")); !strings.HasPrefix(got, "hello-wl1-") {
+		t.Errorf("the name says what it is: %q", got)
+	}
+}
+
+// An object of the name an application would use, placed by another application or by no
+// application, is not taken over: the placement on that cluster fails and says whose it is, the
+// object is unchanged, and the other clusters are placed as usual.
+func TestAnApplicationDoesNotTakeOverAnotherOnesObjects(t *testing.T) {
+	kc := testenv.Start(t, "management")
+	w := &world{t: t, ctx: t.Context(), c: kc.Client, r: &placement.Reconciler{Client: kc.Client, Rules: placement.Rules{
+		Management: client.ObjectKey{Namespace: "cluster-init", Name: "management"}, OnManagement: true, SelectorNamespaces: []string{"workload-clusters"}}}}
+	w.clusters([]cluster{{"cluster-init", "management", "platform"}, {"workload-clusters", "wl1", "dev"}, {"workload-clusters", "wl2", "dev"}})
+	squat := func(cluster string, labels map[string]string) {
+		k := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: "workload-clusters", Name: on("workload-clusters", cluster), Labels: labels},
+			Spec: kustomizev1.KustomizationSpec{SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "elsewhere"}, Path: "./other", Interval: metav1.Duration{Duration: time.Hour}}}
+		if err := w.c.Create(w.ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	squat("wl1", map[string]string{placement.ApplicationLabel: "cluster-init.other", placement.ClusterLabel: "wl1"})
+	squat("wl2", nil)
+	w.create(map[string]any{"clusters": []any{"workload-clusters/wl1", "workload-clusters/wl2", "management"}})
+
+	st := w.reconcile()
+	c := ready(st)
+	if c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "workload-clusters/wl1 failed (Kustomization workload-clusters/"+on("workload-clusters", "wl1")+" belongs to application cluster-init/other") ||
+		!strings.Contains(c.Message, "workload-clusters/wl2 failed (Kustomization workload-clusters/"+on("workload-clusters", "wl2")+" exists and no application placed it") {
+		t.Errorf("the squatted clusters: %+v", c)
+	}
+	for _, cl := range []string{"wl1", "wl2"} {
+		k := &kustomizev1.Kustomization{}
+		if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: "workload-clusters", Name: on("workload-clusters", cl)}, k); err != nil {
+			t.Fatal(err)
+		}
+		if k.Spec.Path != "./other" || k.Spec.SourceRef.Name != "elsewhere" || k.Labels[placement.ApplicationLabel] == "cluster-init.hello" {
+			t.Errorf("the object on %s was taken over: %+v %v", cl, k.Spec, k.Labels)
+		}
+	}
+	if !w.exists("cluster-init", "management") {
+		t.Error("a refused cluster stopped the others from being placed")
+	}
+	// Deleting hello leaves the others' objects alone.
+	if err := w.c.Delete(w.ctx, w.app()); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		_, _ = w.r.Reconcile(w.ctx, reconcile.Request{NamespacedName: hello})
+	}
+	if !w.exists("workload-clusters", "wl1") || !w.exists("workload-clusters", "wl2") || w.exists("cluster-init", "management") {
+		t.Error("deleting the application deleted objects that are not its own, or left its own")
+	}
+}
+
+// A Kustomization of the names used before they carried a hash ("<app>-<cluster>", the cluster
+// label "<namespace>.<name>") is replaced make-before-break: kept until the new one is Ready.
+func TestObjectsOfTheOlderNamesAreReplacedMakeBeforeBreak(t *testing.T) {
+	kc := testenv.Start(t, "management")
+	w := &world{t: t, ctx: t.Context(), c: kc.Client, r: &placement.Reconciler{Client: kc.Client, Rules: placement.Rules{
+		Management: client.ObjectKey{Namespace: "cluster-init", Name: "management"}, SelectorNamespaces: []string{"workload-clusters"}}}}
+	w.clusters([]cluster{{"cluster-init", "management", "platform"}, {"workload-clusters", "wl1", "dev"}})
+	old := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: "workload-clusters", Name: "hello-wl1",
+		Labels: map[string]string{placement.ApplicationLabel: "cluster-init.hello", placement.ClusterLabel: "workload-clusters.wl1"}},
+		Spec: kustomizev1.KustomizationSpec{SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "cluster-init", Namespace: "cluster-init"}, Path: "./clusters/management/apps/hello/manifests", Interval: metav1.Duration{Duration: time.Minute}}}
+	if err := w.c.Create(w.ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	w.create(map[string]any{"clusters": []any{"workload-clusters/wl1"}})
+	st := w.reconcile()
+	if got := states(st); got != "workload-clusters/wl1=Progressing workload-clusters/wl1=Removing" || !w.exists("workload-clusters", "wl1") {
+		t.Errorf("the new object beside the old one: %s", got)
+	}
+	if err := w.c.Get(w.ctx, client.ObjectKeyFromObject(old), &kustomizev1.Kustomization{}); err != nil {
+		t.Errorf("the old object went before the new one was Ready: %v", err)
+	}
+	w.flux("workload-clusters", "wl1", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
+	w.reconcile()
+	if err := w.c.Get(w.ctx, client.ObjectKeyFromObject(old), &kustomizev1.Kustomization{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the old object stays once the new one is Ready: %v", err)
+	}
+	if st := w.reconcile(); states(st) != "workload-clusters/wl1=Ready" || ready(st).Status != metav1.ConditionTrue {
+		t.Errorf("after the replacement: %s %+v", states(st), ready(st))
+	}
+}
+
+// The API server refuses what the reconciler could not place: a name too long for the label of
+// its Flux objects, a path that climbs out of the source, both a path and a chart, no placement.
+func TestTheAPIServerRefusesApplicationsThatCannotBePlaced(t *testing.T) {
+	kc := testenv.Start(t, "management")
+	if err := kc.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cluster-init"}}); err != nil {
+		t.Fatal(err)
+	}
+	placed := appsv1.Placement{Clusters: []string{"wl1"}}
+	src := kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "cluster-init"}
+	for _, c := range []struct {
+		name, want string
+		spec       appsv1.ApplicationSpec
+	}{
+		{strings.Repeat("a", 41), "at most 40 characters", appsv1.ApplicationSpec{SourceRef: src, Path: "./apps", Placement: placed}},
+		{"climbs", "no '..'", appsv1.ApplicationSpec{SourceRef: src, Path: "./apps/../../etc", Placement: placed}},
+		{"chart-climbs", "no '..'", appsv1.ApplicationSpec{SourceRef: src, Chart: &appsv1.Chart{Path: "../charts/x"}, Placement: placed}},
+		{"both", "one of them", appsv1.ApplicationSpec{SourceRef: src, Path: "./apps", Chart: &appsv1.Chart{Path: "./chart"}, Placement: placed}},
+		{"nowhere", "names clusters, has a selector, or both", appsv1.ApplicationSpec{SourceRef: src, Path: "./apps"}},
+	} {
+		app := &appsv1.Application{ObjectMeta: metav1.ObjectMeta{Namespace: "cluster-init", Name: c.name}, Spec: c.spec}
+		err := kc.Client.Create(t.Context(), app)
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("application %s: got %v, want refused with %q", c.name, err, c.want)
+		}
+	}
+	ok := &appsv1.Application{ObjectMeta: metav1.ObjectMeta{Namespace: "cluster-init", Name: strings.Repeat("a", 40)}, Spec: appsv1.ApplicationSpec{SourceRef: src, Path: "./apps/..x", Placement: placed}}
+	if err := kc.Client.Create(t.Context(), ok); err != nil {
+		t.Errorf("a valid application was refused: %v", err)
 	}
 }

@@ -33,7 +33,7 @@ var vendored = []string{
 	"cabpk/upstream/control-plane-kubeadm.yaml",
 	"capd/upstream/infrastructure-docker.yaml",
 	"capo/upstream/infrastructure-openstack.yaml",
-	"applications/crd.yaml",
+	"applications/crd/apps.cluster-init.dev_applications.yaml",
 }
 
 // Start starts a cluster for the test, stopped when the test ends.

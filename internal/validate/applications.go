@@ -14,10 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
 	"cluster-init.dev/cluster-init/internal/kustomize"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/placement"
 	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/schemas"
 	"cluster-init.dev/cluster-init/internal/source"
 )
 
@@ -25,8 +27,8 @@ import (
 // applications unit applies from clusters/<name>/apps), as far as the checkout can tell: each
 // names clusters of this management cluster (the management cluster's own and the committed
 // workload clusters: a name alone in the platform's namespace, namespace/name elsewhere) where the
-// values let applications run, and its manifests build as Flux will build them for each cluster. A selector is left to the controller: the clusters' labels are the cluster's.
-func applications(ctx context.Context, repoRoot string, management *render.Result, clusters []string, problems *findings) {
+// values let applications run, it is valid for the Application CRD, and its manifests build as Flux will build them for each cluster. A selector is left to the controller: the clusters' labels are the cluster's.
+func applications(ctx context.Context, repoRoot string, management *render.Result, clusters []string, validator *schemas.Validator, problems *findings) {
 	var fromGit *unstructured.Unstructured
 	for _, o := range management.Objects {
 		if o.Object.GetKind() == "Kustomization" && o.Object.GetName() == names.ApplicationsKustomization {
@@ -63,16 +65,23 @@ func applications(ctx context.Context, repoRoot string, management *render.Resul
 	rules := placement.Rules{Management: client.ObjectKey{Namespace: names.Namespace, Name: management.Settings.Cluster.Name},
 		OnManagement: management.Settings.Applications.OnManagement}
 	for _, o := range objs {
-		if o.GroupVersionKind() != placement.GVK {
+		if o.GroupVersionKind() != appsv1.GroupVersion.WithKind(appsv1.ApplicationKind) {
 			continue
 		}
 		target := "application " + o.GetName()
-		var spec placement.Spec
-		raw, _, _ := unstructured.NestedMap(o.Object, "spec")
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &spec); err != nil {
+		// As the API server will see it: the CRD's schema and rules (generated from the API's types).
+		if errs := validator.Validate(ctx, o); len(errs) > 0 {
+			for _, e := range errs {
+				problems.add(target, e.Error())
+			}
+			continue
+		}
+		var app appsv1.Application
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &app); err != nil {
 			problems.add(target, fmt.Sprintf("spec: %v", err))
 			continue
 		}
+		spec := app.Spec
 		for _, name := range spec.Placement.Clusters {
 			key := placement.Key(names.Namespace, name)
 			if !slices.Contains(clusters, key.String()) {

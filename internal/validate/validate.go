@@ -124,7 +124,7 @@ func EnvironmentAs(ctx context.Context, r *render.Renderer, repoRoot string, bas
 		wl, clusters := workloadClusters(ctx, r, repoRoot, tenantCheckouts, afterPivot, validator, &problems)
 		reports = append(reports, wl...)
 		management := names.Namespace + "/" + afterPivot.Settings.Cluster.Name
-		applications(ctx, repoRoot, afterPivot, append([]string{management}, clusters...), &problems)
+		applications(ctx, repoRoot, afterPivot, append([]string{management}, clusters...), validator, &problems)
 	}
 	return reports, problems.err()
 }

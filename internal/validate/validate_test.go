@@ -181,6 +181,10 @@ func TestApplicationsOfTheCheckoutAreValidated(t *testing.T) {
 	write("clusters/management/apps/nochart/application.yaml", "apiVersion: apps.cluster-init.dev/v1alpha1\nkind: Application\nmetadata:\n  name: nochart\n"+
 		"spec:\n  sourceRef: {kind: GitRepository, name: cluster-init}\n  chart: {path: ./charts/nothing-here}\n  placement:\n    clusters: [management]\n")
 	write("clusters/management/apps/broken/manifests/kustomization.yaml", "resources: [missing.yaml]\n")
+	// Refused by the Application CRD's rules, as the API server would: a path out of the source.
+	write("clusters/management/apps/climbs/kustomization.yaml", "resources: [application.yaml]\n")
+	write("clusters/management/apps/climbs/application.yaml", "apiVersion: apps.cluster-init.dev/v1alpha1\nkind: Application\nmetadata:\n  name: climbs\n"+
+		"spec:\n  sourceRef: {kind: GitRepository, name: cluster-init}\n  path: ./clusters/../../etc\n  placement:\n    clusters: [management]\n")
 
 	git := map[string]any{"type": "git", "url": "http://git.test/r.git", "ref": map[string]any{"branch": "main"}, "environment": "environment-values/kubeadm-capd"}
 	_, err = validate.Environment(t.Context(), r, repo, render.Options{Env: testenv.Environment(t, root, "kubeadm-capd"), Source: git})
@@ -193,13 +197,14 @@ func TestApplicationsOfTheCheckoutAreValidated(t *testing.T) {
 		"application broken: spec.path ./clusters/management/apps/broken/manifests does not build",
 		"application nochart: spec.chart.path: ./charts/nothing-here is not a Helm chart of the checkout (no Chart.yaml)",
 		`application bare: placement.clusters: "wl1" is not a cluster of this management cluster`,
+		"application climbs: spec.path: Invalid value: \"./clusters/../../etc\": a path of the source: no '..'",
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("the problems lack %q:\n%s", want, msg)
 		}
 	}
-	if strings.Contains(msg, "application good") || strings.Count(msg, "\n") != 3 {
-		t.Errorf("want exactly the four problems:\n%s", msg)
+	if strings.Contains(msg, "application good") || strings.Count(msg, "\n") != 4 {
+		t.Errorf("want exactly the five problems:\n%s", msg)
 	}
 
 	// Where the values keep applications off the management cluster, placing one there is a problem.
