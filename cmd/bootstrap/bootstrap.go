@@ -12,7 +12,7 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/bootstrap"
 	"cluster-init.dev/cluster-init/internal/progress"
-	"cluster-init.dev/cluster-init/internal/standalone"
+	"cluster-init.dev/cluster-init/internal/statedir"
 )
 
 // bootstrapFlags are the flags of `bootstrap ENV`.
@@ -51,14 +51,26 @@ func addFlowFlags(cmd *cobra.Command, f *bootstrapFlags) {
 
 func (g *globals) runBootstrap(cmd *cobra.Command, envName string, f *bootstrapFlags) error {
 	switch {
-	case f.adopt:
-		return g.runFlow(cmd, envName, f, bootstrap.Adopt)
-	case f.takeOver:
+	case f.takeOver && !f.adopt:
 		return fmt.Errorf("--take-over: only with --adopt")
 	case f.standalone && f.kubeconfig != "":
 		return fmt.Errorf("--standalone: the cluster is created from a kind cluster of its own, which is deleted afterwards: not with --kubeconfig")
+	case f.standalone && f.adopt:
+		return fmt.Errorf("--standalone and --adopt: a standalone cluster has no management cluster to adopt")
 	}
-	return g.runFlow(cmd, envName, f, bootstrap.Run)
+	return g.runFlow(cmd, envName, f, func(ctx context.Context, c bootstrap.Common, w *workspace) (*bootstrap.Result, error) {
+		switch {
+		case f.adopt:
+			return bootstrap.Adopt(ctx, bootstrap.AdoptOptions{Common: c, Kubeconfig: f.kubeconfig, Context: f.context, Source: f.source, Until: f.until, TakeOver: f.takeOver})
+		case f.standalone:
+			key, err := g.standaloneKey(true)
+			if err != nil {
+				return &bootstrap.Result{}, err
+			}
+			return bootstrap.Standalone(ctx, bootstrap.StandaloneOptions{Common: c, Source: f.source, Until: f.until, KeepBootstrap: f.keep, Key: key, Versions: w.pins})
+		}
+		return bootstrap.Run(ctx, bootstrap.CreateOptions{Common: c, Kubeconfig: f.kubeconfig, Context: f.context, Source: f.source, Until: f.until, KeepBootstrap: f.keep})
+	})
 }
 
 func newApplyCommand(g *globals) *cobra.Command {
@@ -72,14 +84,18 @@ until the change is rolled out. The management cluster is the one bootstrap wrot
 of, or --kubeconfig.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.runFlow(cmd, args[0], f, bootstrap.Apply)
+			return g.runFlow(cmd, args[0], f, func(ctx context.Context, c bootstrap.Common, _ *workspace) (*bootstrap.Result, error) {
+				return bootstrap.Apply(ctx, bootstrap.ApplyOptions{Common: c, Kubeconfig: f.kubeconfig, Context: f.context, Source: f.source})
+			})
 		},
 	}
 	addBootstrapFlags(cmd, f)
 	return cmd
 }
 
-func (g *globals) runFlow(cmd *cobra.Command, envName string, f *bootstrapFlags, run func(context.Context, bootstrap.Options) (*bootstrap.Result, error)) error {
+// runFlow opens the environment and runs one verb of internal/bootstrap with the live progress,
+// then prints the summary.
+func (g *globals) runFlow(cmd *cobra.Command, envName string, f *bootstrapFlags, run func(context.Context, bootstrap.Common, *workspace) (*bootstrap.Result, error)) error {
 	w, err := g.openWithValues(envName, f.valueFiles)
 	if err != nil {
 		return err
@@ -93,33 +109,18 @@ func (g *globals) runFlow(cmd *cobra.Command, envName string, f *bootstrapFlags,
 	if err != nil {
 		return err
 	}
-	var key *standalone.Key
-	if f.standalone {
-		if key, err = g.standaloneKey(true); err != nil {
-			return err
-		}
-	}
-	res, err := run(cmd.Context(), bootstrap.Options{
-		RepoRoot:      w.root,
-		Env:           w.env,
-		Redactor:      g.redactor,
-		Overrides:     w.overrides,
-		KubeVersion:   w.pins["KUBERNETES_VERSION"],
-		BuildCache:    buildCache(),
-		Kubeconfig:    f.kubeconfig,
-		Context:       f.context,
-		Source:        f.source,
-		StateDir:      stateDir,
-		Timeout:       f.timeout,
-		Timeline:      f.timeline,
-		Until:         f.until,
-		KeepBootstrap: f.keep,
-		TakeOver:      f.takeOver,
-		Standalone:    f.standalone,
-		StandaloneKey: key,
-		Versions:      w.pins,
-		Out:           printer,
-	})
+	res, err := run(cmd.Context(), bootstrap.Common{
+		RepoRoot:    w.root,
+		Env:         w.env,
+		Redactor:    g.redactor,
+		Overrides:   w.overrides,
+		KubeVersion: w.pins["KUBERNETES_VERSION"],
+		BuildCache:  buildCache(),
+		StateDir:    stateDir,
+		Timeout:     f.timeout,
+		Timeline:    f.timeline,
+		Out:         printer,
+	}, w)
 	var phases []progress.Span
 	if res != nil {
 		phases = res.Phases
@@ -150,17 +151,11 @@ func absolute(p string) string {
 	return p
 }
 
-// stateDir is where cluster-init keeps its kind clusters' files and diagnostics bundles.
-func stateDir() (string, error) {
-	if d := os.Getenv("CLUSTER_INIT_STATE_DIR"); d != "" {
-		return d, nil
-	}
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "cluster-init"), nil
-	}
-	home, err := os.UserHomeDir()
+// stateDir is the state directory of this user (statedir.Default), opened in this build's layout.
+func stateDir() (statedir.Dir, error) {
+	d, err := statedir.Default()
 	if err != nil {
-		return "", fmt.Errorf("state directory: %w", err)
+		return d, err
 	}
-	return filepath.Join(home, ".local", "state", "cluster-init"), nil
+	return statedir.Open(d.Path)
 }

@@ -39,12 +39,11 @@ func (f *inClusterFlags) connect(ctx context.Context) (here, management *kube.Cl
 	if here, err = f.here(); err != nil {
 		return nil, nil, err
 	}
-	s := &corev1.Secret{}
-	if err := here.Client.Get(ctx, client.ObjectKey{Namespace: f.namespace, Name: f.kubeconfigSecret}, s); err != nil {
-		return nil, nil, fmt.Errorf("read the management cluster's kubeconfig Secret %s: %w", f.kubeconfigSecret, err)
+	management, err = kube.KubeconfigSecret{Namespace: f.namespace, Name: f.kubeconfigSecret, Key: "value"}.Connect(ctx, here.Client, "management")
+	if err != nil {
+		return nil, nil, fmt.Errorf("the management cluster: %w", err)
 	}
-	management, err = kube.FromKubeconfig("management", s.Data["value"])
-	return here, management, err
+	return here, management, nil
 }
 
 // here connects to the cluster the Job runs in.

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"cluster-init.dev/cluster-init/internal/atomicfile"
-	"cluster-init.dev/cluster-init/internal/bootstrap"
 	"cluster-init.dev/cluster-init/internal/clusteraccess"
 )
 
@@ -48,7 +47,7 @@ kubeconfig is never printed.`,
 				if err != nil {
 					return err
 				}
-				output = bootstrap.WorkloadKubeconfig(dir, w.env.Name, key.Namespace, key.Name)
+				output = dir.Environment(w.env.Name).WorkloadKubeconfig(key.Namespace, key.Name)
 			}
 			if err := os.MkdirAll(filepath.Dir(output), 0o700); err != nil {
 				return fmt.Errorf("write the kubeconfig of %s: %w", key, err)

@@ -21,6 +21,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/secrets"
 	"cluster-init.dev/cluster-init/internal/standalone"
+	"cluster-init.dev/cluster-init/internal/statedir"
 )
 
 // standaloneKey is the age key of standalone states: the user's (--age-key-file,
@@ -35,8 +36,8 @@ func (g *globals) standaloneKey(create bool) (*standalone.Key, error) {
 
 // standaloneEnv is the environment a standalone command names: a state's environment as given,
 // or, from a checkout, the environment a path resolves to.
-func (g *globals) standaloneEnv(stateDir, arg string) string {
-	if d, err := standalone.DirOf(stateDir, arg); err == nil {
+func (g *globals) standaloneEnv(stateDir statedir.Dir, arg string) string {
+	if d, err := standalone.DirOf(stateDir.Standalone(), arg); err == nil {
 		if ok, _ := d.Exists(); ok {
 			return arg
 		}
@@ -66,7 +67,7 @@ func addManageFlags(cmd *cobra.Command, f *manageFlags) {
 	cmd.Flags().StringVar(&f.timeline, "timeline", "", "write a timeline of the run to this file (HTML, or SVG if it ends in .svg)")
 }
 
-func (g *globals) runManage(cmd *cobra.Command, arg string, f *manageFlags, m bootstrap.ManageOptions) error {
+func (g *globals) runManage(cmd *cobra.Command, arg string, f *manageFlags, change bootstrap.Change) error {
 	stateDir, err := stateDir()
 	if err != nil {
 		return err
@@ -81,15 +82,18 @@ func (g *globals) runManage(cmd *cobra.Command, arg string, f *manageFlags, m bo
 	if err != nil {
 		return err
 	}
-	res, err := bootstrap.Manage(cmd.Context(), bootstrap.Options{
-		Env:           &environment.Environment{Name: env},
-		Redactor:      g.redactor,
-		StateDir:      stateDir,
-		Timeout:       f.timeout,
-		Timeline:      f.timeline,
-		StandaloneKey: key,
-		Out:           printer,
-	}, m)
+	res, err := bootstrap.Manage(cmd.Context(), bootstrap.ManageOptions{
+		Common: bootstrap.Common{
+			Env:      &environment.Environment{Name: env},
+			Redactor: g.redactor,
+			StateDir: stateDir,
+			Timeout:  f.timeout,
+			Timeline: f.timeline,
+			Out:      printer,
+		},
+		Key:    key,
+		Change: change,
+	})
 	printer.Summary(res.Phases, time.Since(start), g.redactor.Error(err))
 	return err
 }
@@ -107,7 +111,7 @@ until every machine has a Ready node, exports the objects again and deletes the 
 Interrupted, the same command run again finishes the change; no machine is replaced.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m := bootstrap.ManageOptions{Command: bootstrap.CommandScale}
+			m := bootstrap.Change{Command: standalone.CommandScale}
 			if cmd.Flags().Changed("workers") {
 				if workers < 0 {
 					return fmt.Errorf("--workers %d: expected 0 or more", workers)
@@ -154,7 +158,7 @@ machine, then deletes the temporary cluster and the state. Interrupted, run it a
 					return errors.New("delete: not confirmed")
 				}
 			}
-			return g.runManage(cmd, args[0], f, bootstrap.ManageOptions{Command: bootstrap.CommandDelete})
+			return g.runManage(cmd, args[0], f, bootstrap.Change{Command: standalone.CommandDelete})
 		},
 	}
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
@@ -181,7 +185,7 @@ cluster-init's own, see list) as well.`,
 			if err != nil {
 				return err
 			}
-			entries, err := standalone.List(stateDir)
+			entries, err := standalone.List(stateDir.Standalone())
 			if err != nil {
 				return err
 			}
@@ -201,7 +205,7 @@ cluster-init's own, see list) as well.`,
 			if err != nil {
 				return err
 			}
-			d, err := standalone.DirOf(stateDir, g.standaloneEnv(stateDir, args[0]))
+			d, err := standalone.DirOf(stateDir.Standalone(), g.standaloneEnv(stateDir, args[0]))
 			if err != nil {
 				return err
 			}
@@ -248,7 +252,7 @@ cluster-init's own, see list) as well.`,
 				return fmt.Errorf("import: %w", err)
 			}
 			defer f.Close()
-			d, st, err := standalone.Import(stateDir, f, key)
+			d, st, err := standalone.Import(stateDir.Standalone(), f, key)
 			if err != nil {
 				return fmt.Errorf("import %s: %w", args[0], err)
 			}
@@ -260,12 +264,12 @@ cluster-init's own, see list) as well.`,
 	return cmd
 }
 
-func writeStandaloneList(w io.Writer, stateDir string, entries []standalone.Entry) error {
+func writeStandaloneList(w io.Writer, stateDir statedir.Dir, entries []standalone.Entry) error {
 	if len(entries) == 0 {
-		fmt.Fprintf(w, "no standalone clusters (states in %s)\n", standalone.Root(stateDir))
+		fmt.Fprintf(w, "no standalone clusters (states in %s)\n", stateDir.Standalone())
 		return nil
 	}
-	kind := kindcluster.New(stateDir, func(string) {})
+	kind := kindcluster.New(stateDir.KindClusters(), func(string) {})
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ENVIRONMENT\tCLUSTER\tPROVIDERS\tKUBERNETES\tCONTROL PLANE\tWORKERS\tUPDATED\tSTATE")
 	for _, e := range entries {
@@ -287,7 +291,7 @@ func writeStandaloneList(w io.Writer, stateDir string, entries []standalone.Entr
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nstates: %s", standalone.Root(stateDir))
+	fmt.Fprintf(w, "\nstates: %s", stateDir.Standalone())
 	if own, err := standalone.OwnKeyPath(); err == nil {
 		fmt.Fprintf(w, "; cluster-init's own age key (used without --age-key-file): %s", own)
 	}

@@ -14,14 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
-	"cluster-init.dev/cluster-init/internal/bootstrap"
 	"cluster-init.dev/cluster-init/internal/cleanup"
 	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/placement"
 	"cluster-init.dev/cluster-init/internal/progress"
-	"cluster-init.dev/cluster-init/internal/standalone"
 	"cluster-init.dev/cluster-init/internal/values"
 )
 
@@ -108,7 +106,7 @@ func (w *workspace) statusClusters(v values.Settings, kubeconfig, kubeContext st
 	}
 	var clusters []*kube.Cluster
 	kindName := v.BootstrapCluster.Name
-	m := kindcluster.New(dir, func(string) {})
+	m := kindcluster.New(dir.KindClusters(), func(string) {})
 	if ok, err := m.Exists(kindName); err != nil {
 		return nil, err
 	} else if ok {
@@ -118,7 +116,7 @@ func (w *workspace) statusClusters(v values.Settings, kubeconfig, kubeContext st
 		}
 		clusters = append(clusters, c)
 	}
-	path := bootstrap.ManagementKubeconfig(dir, w.env.Name)
+	path := dir.Environment(w.env.Name).ManagementKubeconfig()
 	if _, err := os.Stat(path); err == nil {
 		c, err := kube.FromFile("management", path)
 		if err != nil {
@@ -147,7 +145,7 @@ environment's clusters, as they define them or as recorded at the bootstrap: ano
 cluster with the same name is left alone, and named. It reads only the names it needs from the
 values, and works whatever they are.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) (err error) {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			w, err := g.open(args[0])
 			if err != nil {
 				return err
@@ -160,46 +158,17 @@ values, and works whatever they are.`,
 			if err != nil {
 				return err
 			}
-			// A standalone cluster is deleted by `delete`, which restores what manages it; an
-			// interrupted creation still has its kind cluster, and cleanup removes it with the state.
-			sa, err := standalone.DirOf(dir, w.env.Name)
-			if err != nil {
-				return err
-			}
-			if exists, _ := sa.Exists(); exists {
-				lock, err := sa.Lock("bootstrap cleanup " + w.env.Name)
-				if err != nil {
-					return err
-				}
-				defer lock.Release()
-				st, err := sa.Load()
-				if err != nil {
-					return fmt.Errorf("%s may have a standalone cluster, its state unreadable (%w): cleanup leaves it; repair the state or remove it by hand", w.env.Name, err)
-				}
-				// Only a creation whose export is not complete may be cleaned up: its bootstrap
-				// cluster still manages the cluster. Otherwise the state is the only record of it.
-				if st.Pending == nil || st.Pending.Command != bootstrap.CommandCreate || st.Pending.Finished {
-					return fmt.Errorf("%s has a standalone cluster (%s, state %s): `bootstrap delete %s` deletes it and its machines through Cluster API", w.env.Name, st.Cluster, sa.Path, w.env.Name)
-				}
-				defer func() {
-					if err == nil {
-						err = sa.Remove()
-					}
-				}()
-			}
 			out := cmd.OutOrStdout()
 			// Every wait inside is bounded; this bounds the requests to a cluster that stops answering.
 			ctx, cancel := context.WithTimeout(cmd.Context(), 45*time.Minute)
 			defer cancel()
-			return cleanup.Run(ctx, kindcluster.New(dir, func(msg string) { fmt.Fprintln(out, "kind:", msg) }), cleanup.Target{
-				Environment:          w.env.Name,
-				Kind:                 v.BootstrapCluster.Name,
-				Namespace:            names.Namespace,
-				Cluster:              v.Cluster.Name,
-				CAPD:                 v.Cluster.OnDocker(),
-				ManagementKubeconfig: bootstrap.ManagementKubeconfig(dir, w.env.Name),
-				Record:               bootstrap.ContainersRecord(dir, w.env.Name),
-				AdoptedRecord:        bootstrap.AdoptedRecord(dir, w.env.Name),
+			return cleanup.Run(ctx, kindcluster.New(dir.KindClusters(), func(msg string) { fmt.Fprintln(out, "kind:", msg) }), cleanup.Target{
+				Environment: w.env.Name,
+				State:       dir,
+				Kind:        v.BootstrapCluster.Name,
+				Namespace:   names.Namespace,
+				Cluster:     v.Cluster.Name,
+				CAPD:        v.Cluster.OnDocker(),
 				Flux: func(ctx context.Context) ([]*unstructured.Unstructured, error) {
 					r, err := w.renderer()
 					if err != nil {

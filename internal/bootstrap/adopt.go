@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -27,14 +26,14 @@ import (
 // cluster's state; the providers and the workload clusters then come from the environment's
 // source, as in a pivoted management cluster. Nothing creates, replaces or deletes the cluster
 // itself. Like Run, every phase is safe to run again.
-func Adopt(ctx context.Context, opts Options) (*Result, error) {
+func Adopt(ctx context.Context, opts AdoptOptions) (*Result, error) {
 	if opts.Kubeconfig == "" {
 		return &Result{}, errors.New("--adopt: name the cluster to adopt with --kubeconfig FILE (and --kube-context)")
 	}
-	if err := refuseStandalone(opts); err != nil {
+	if err := refuseStandalone(opts.settings()); err != nil {
 		return &Result{}, err
 	}
-	s, err := newSession(opts)
+	s, err := newSession(opts.settings())
 	if err != nil {
 		return &Result{}, err
 	}
@@ -79,7 +78,7 @@ func Adopt(ctx context.Context, opts Options) (*Result, error) {
 			return followUnits(ctx, s, mc, plan.Settings)
 		}},
 		{"finish", func(ctx context.Context) error {
-			s.result.Management = ManagementKubeconfig(s.opts.StateDir, s.opts.Env.Name)
+			s.result.Management = s.opts.StateDir.Environment(s.opts.Env.Name).ManagementKubeconfig()
 			s.out.Log("%s is the management cluster of %s: its Flux reconciles its own units; Cluster API does not manage it", mc.cluster.Config.Host, s.opts.Env.Name)
 			s.out.Log("kubeconfig of the management cluster (mode 0600): %s", s.result.Management)
 			return nil
@@ -119,11 +118,11 @@ func connectAdopted(ctx context.Context, s *session, plan *render.Result) (*boot
 	}
 	// One management cluster per environment: not a second one next to a bootstrapped or
 	// adopted one, whose workload clusters it would run again from git.
-	kubeconfig := ManagementKubeconfig(s.opts.StateDir, env)
+	kubeconfig := s.opts.StateDir.Environment(env).ManagementKubeconfig()
 	if saved, err := kube.FromFile("management", kubeconfig); err == nil && saved.Config.Host != c.Config.Host {
 		return nil, fmt.Errorf("environment %s has a management cluster already (%s, kubeconfig %s): run `bootstrap cleanup %s` first", env, saved.Config.Host, kubeconfig, env)
 	}
-	kind := kindcluster.New(s.opts.StateDir, func(string) {})
+	kind := kindcluster.New(s.opts.StateDir.KindClusters(), func(string) {})
 	if exists, err := kind.Exists(plan.Settings.BootstrapCluster.Name); err != nil {
 		return nil, err
 	} else if exists {
@@ -167,18 +166,11 @@ func connectAdopted(ctx context.Context, s *session, plan *render.Result) (*boot
 	if err := atomicfile.Write(kubeconfig, c.Kubeconfig, 0o600); err != nil {
 		return nil, err
 	}
-	if err := atomicfile.Write(AdoptedRecord(s.opts.StateDir, env), []byte(c.Config.Host+"\n"), 0o600); err != nil {
+	if err := atomicfile.Write(s.opts.StateDir.Environment(env).AdoptedRecord(), []byte(c.Config.Host+"\n"), 0o600); err != nil {
 		return nil, err
 	}
 	s.out.Log("adopting %s (%s) as the management cluster of %s: nothing will create, replace or delete it", c.Config.Host, s.opts.Kubeconfig, env)
 	return &bootstrapCluster{cluster: c}, nil
-}
-
-// AdoptedRecord is where bootstrap --adopt records that the environment's management cluster was
-// adopted (its API server's address): cleanup leaves such a cluster, even when its own state is
-// gone or it does not answer.
-func AdoptedRecord(stateDir, env string) string {
-	return filepath.Join(stateDir, "environments", env, "adopted")
 }
 
 // refuseDefinedClusters refuses a cluster that defines Cluster API clusters other than the

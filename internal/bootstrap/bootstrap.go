@@ -18,56 +18,13 @@ package bootstrap
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"cluster-init.dev/cluster-init/internal/cleanup"
-	"cluster-init.dev/cluster-init/internal/environment"
 	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/progress"
-	"cluster-init.dev/cluster-init/internal/redact"
 	"cluster-init.dev/cluster-init/internal/render"
-	"cluster-init.dev/cluster-init/internal/standalone"
 	"cluster-init.dev/cluster-init/internal/values"
 )
-
-// Options says what to bootstrap and how.
-type Options struct {
-	RepoRoot string
-	Env      *environment.Environment
-	// Redactor hides the environment's secrets in the diagnostics bundle (the printer writes
-	// through it already).
-	Redactor *redact.Redactor
-	// Overrides are extra values files (--values), after the environment values.
-	Overrides   []values.Layer
-	KubeVersion string
-	// BuildCache, if set, keeps unit builds across commands.
-	BuildCache string
-	// Kubeconfig and Context, when Kubeconfig is set, are an existing cluster: to bootstrap from
-	// instead of kind (no pivot), or for day 2 the management cluster.
-	Kubeconfig string
-	Context    string
-	// Source is oci (push the checkout next to kind) or git (the checkout's commit).
-	Source string
-	// StateDir keeps the kind clusters' files, the management kubeconfigs and the diagnostics.
-	StateDir string
-	// Timeout bounds the whole run.
-	Timeout time.Duration
-	// Timeline, when set, is an HTML file the run's timeline is written to.
-	Timeline string
-	// Until, when set, stops the run after the phase of that name.
-	Until string
-	// KeepBootstrap keeps the bootstrap cluster after a successful pivot.
-	KeepBootstrap bool
-	// Standalone creates a standalone cluster: no pivot, its definitions exported to the state
-	// directory, the bootstrap cluster deleted. StandaloneKey encrypts (and for Manage decrypts)
-	// the secrets of that state; Versions are the checkout's pins, recorded in it.
-	Standalone    bool
-	StandaloneKey *standalone.Key
-	Versions      map[string]string
-	// TakeOver lets Adopt own the Flux, cert-manager or Cluster API another tool installed.
-	TakeOver bool
-	Out      progress.Printer
-}
 
 // Result is what a finished (or failed) run saw.
 type Result struct {
@@ -81,8 +38,20 @@ type Result struct {
 	Diagnostics string
 }
 
-// Run bootstraps the environment.
-func Run(ctx context.Context, opts Options) (*Result, error) {
+// Run bootstraps the environment: its management cluster, made self-managed by the pivot (or,
+// from an existing cluster, managed by it).
+func Run(ctx context.Context, opts CreateOptions) (*Result, error) {
+	return create(ctx, opts.settings())
+}
+
+// Standalone creates the environment's cluster as a standalone cluster: no pivot, its definitions
+// exported to the state directory, the bootstrap cluster deleted.
+func Standalone(ctx context.Context, opts StandaloneOptions) (*Result, error) {
+	return create(ctx, opts.settings())
+}
+
+// create is the flow of Run and Standalone.
+func create(ctx context.Context, opts settings) (*Result, error) {
 	if opts.Kubeconfig != "" {
 		// The existing cluster keeps managing the new one: nothing to pivot.
 		opts.Overrides = append(opts.Overrides, values.FromMap("(--kubeconfig: no pivot)", map[string]any{"pivot": false}))
@@ -158,8 +127,8 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 // Apply is day 2: it re-applies the environment to its self-managed management cluster (values,
 // secrets, source), has the release take the new values and follows the units until the change
 // is rolled out, machines included.
-func Apply(ctx context.Context, opts Options) (*Result, error) {
-	s, err := newSession(opts)
+func Apply(ctx context.Context, opts ApplyOptions) (*Result, error) {
+	s, err := newSession(opts.settings())
 	if err != nil {
 		return &Result{}, err
 	}
@@ -214,7 +183,7 @@ func Apply(ctx context.Context, opts Options) (*Result, error) {
 			}
 			// New machines have new names: cleanup must know them even if the cluster is gone.
 			if plan.Settings.Cluster.OnDocker() {
-				if err := cleanup.RecordContainers(ctx, ContainersRecord(s.opts.StateDir, s.opts.Env.Name), mc.cluster.Client); err != nil {
+				if err := cleanup.RecordContainers(ctx, s.opts.StateDir.Environment(s.opts.Env.Name).ContainersRecord(), mc.cluster.Client); err != nil {
 					s.out.Log("could not record the containers of %s for cleanup: %v", plan.Settings.Cluster.Name, err)
 				}
 			}

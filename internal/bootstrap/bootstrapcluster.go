@@ -58,7 +58,7 @@ func ensureBootstrapCluster(ctx context.Context, s *session, plan *render.Result
 	for _, w := range kindcluster.HostWarnings("/proc/sys") {
 		s.out.Log("warning: %s", w)
 	}
-	kind := kindcluster.New(s.opts.StateDir, func(msg string) { s.out.Log("kind: %s", strings.TrimSpace(msg)) })
+	kind := kindcluster.New(s.opts.StateDir.KindClusters(), func(msg string) { s.out.Log("kind: %s", strings.TrimSpace(msg)) })
 	if exists, err := kind.Exists(cfg.Name); err != nil {
 		return nil, err
 	} else if exists {

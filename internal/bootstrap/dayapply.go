@@ -21,7 +21,7 @@ func connectManagement(ctx context.Context, s *session) (*bootstrapCluster, mana
 	var st managementstate.State
 	path := s.opts.Kubeconfig
 	if path == "" {
-		path = ManagementKubeconfig(s.opts.StateDir, s.opts.Env.Name)
+		path = s.opts.StateDir.Environment(s.opts.Env.Name).ManagementKubeconfig()
 		if _, err := os.Stat(path); err != nil {
 			return nil, st, fmt.Errorf("no management cluster for environment %s (%s): bootstrap it first, or give --kubeconfig", s.opts.Env.Name, path)
 		}

@@ -3,7 +3,6 @@ package bootstrap
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 
 	"cluster-init.dev/cluster-init/internal/atomicfile"
 	"cluster-init.dev/cluster-init/internal/cleanup"
@@ -12,24 +11,6 @@ import (
 	"cluster-init.dev/cluster-init/internal/pivot"
 	"cluster-init.dev/cluster-init/internal/values"
 )
-
-// ManagementKubeconfig is where the kubeconfig of an environment's management cluster is written
-// once it is self-managed.
-func ManagementKubeconfig(stateDir, env string) string {
-	return filepath.Join(stateDir, "environments", env, "management.kubeconfig")
-}
-
-// WorkloadKubeconfig is where `bootstrap kubeconfig` writes the kubeconfig of a cluster of an
-// environment's management cluster by default.
-func WorkloadKubeconfig(stateDir, env, namespace, name string) string {
-	return filepath.Join(stateDir, "environments", env, "clusters", namespace+"."+name+".kubeconfig")
-}
-
-// ContainersRecord is where the names of the containers of an environment's CAPD clusters are
-// kept, for cleanup (cleanup.RecordContainers).
-func ContainersRecord(stateDir, env string) string {
-	return filepath.Join(stateDir, "environments", env, "containers.json")
-}
 
 // finish checks the pivot from the management side, writes the management kubeconfig and deletes
 // the bootstrap cluster, which is only ever deleted after a verified pivot.
@@ -57,13 +38,13 @@ func finish(ctx context.Context, s *session, bc *bootstrapCluster, v values.Sett
 	if err != nil {
 		return fmt.Errorf("the bootstrap cluster is kept: %w", err)
 	}
-	path := ManagementKubeconfig(s.opts.StateDir, s.opts.Env.Name)
+	path := s.opts.StateDir.Environment(s.opts.Env.Name).ManagementKubeconfig()
 	if err := atomicfile.Write(path, m.Kubeconfig, 0o600); err != nil {
 		return err
 	}
 	s.result.Management = path
 	if v.Cluster.OnDocker() {
-		if err := cleanup.RecordContainers(ctx, ContainersRecord(s.opts.StateDir, s.opts.Env.Name), m.Client); err != nil {
+		if err := cleanup.RecordContainers(ctx, s.opts.StateDir.Environment(s.opts.Env.Name).ContainersRecord(), m.Client); err != nil {
 			s.out.Log("could not record the containers of %s for cleanup: %v", name, err)
 		}
 	}

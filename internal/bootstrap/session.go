@@ -19,7 +19,7 @@ import (
 // session is what every phase of one command shares and none changes: the options, the output,
 // the renderer of the checkout (one snapshot, every build kept) and the result being recorded.
 type session struct {
-	opts     Options
+	opts     settings
 	out      progress.Printer
 	renderer *render.Renderer
 	start    time.Time
@@ -35,7 +35,7 @@ type session struct {
 
 // newSession starts a command. Without a checkout (RepoRoot empty: a standalone cluster's state
 // is all Manage reads) there is no renderer.
-func newSession(opts Options) (*session, error) {
+func newSession(opts settings) (*session, error) {
 	s := &session{opts: opts, out: opts.Out, start: time.Now(), result: &Result{}}
 	if opts.RepoRoot != "" {
 		r, err := render.New(opts.RepoRoot, opts.KubeVersion, opts.BuildCache)

@@ -7,13 +7,11 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ssautil "github.com/fluxcd/pkg/ssa/utils"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctl "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
@@ -32,14 +30,6 @@ import (
 	"cluster-init.dev/cluster-init/internal/values"
 )
 
-// The commands that change a standalone cluster.
-const (
-	CommandCreate  = "create"
-	CommandScale   = "scale"
-	CommandDelete  = "delete"
-	CommandUpgrade = "upgrade"
-)
-
 // standaloneValues make the release define a cluster with no management in it and no pivot.
 func standaloneValues() values.Layer {
 	return values.FromMap("(--standalone)", map[string]any{"pivot": false, "standalone": true})
@@ -47,8 +37,8 @@ func standaloneValues() values.Layer {
 
 // refuseStandalone refuses a bootstrap of an environment that has a standalone cluster: it would
 // define that cluster a second time, with a second CA.
-func refuseStandalone(opts Options) error {
-	d, err := standalone.DirOf(opts.StateDir, opts.Env.Name)
+func refuseStandalone(opts settings) error {
+	d, err := standalone.DirOf(opts.StateDir.Standalone(), opts.Env.Name)
 	if err != nil {
 		return nil // no state can exist under a name that is not one
 	}
@@ -71,13 +61,10 @@ type standaloneRun struct {
 // it again, with a second CA); an interrupted creation is finished. done: the creation had only
 // its bootstrap cluster left to delete, and it is gone.
 func startStandalone(s *session) (run *standaloneRun, done bool, err error) {
-	if s.opts.Kubeconfig != "" {
-		return nil, false, errors.New("--standalone: the cluster is created from a kind cluster of its own, which is deleted afterwards: not with --kubeconfig")
-	}
 	if s.opts.StandaloneKey == nil {
 		return nil, false, errors.New("--standalone: no age key to encrypt the state's secrets with")
 	}
-	d, err := standalone.DirOf(s.opts.StateDir, s.opts.Env.Name)
+	d, err := standalone.DirOf(s.opts.StateDir.Standalone(), s.opts.Env.Name)
 	if err != nil {
 		return nil, false, err
 	}
@@ -95,11 +82,11 @@ func startStandalone(s *session) (run *standaloneRun, done bool, err error) {
 	if err != nil {
 		return run, false, err
 	}
-	if st.Pending == nil || st.Pending.Command != CommandCreate {
+	if st.Pending == nil || st.Pending.Command != standalone.CommandCreate {
 		return run, false, fmt.Errorf("environment %s has a standalone cluster already (%s, state %s): change it with `bootstrap scale %s`, or delete it with `bootstrap delete %s`", st.Environment, st.Cluster, d.Path, st.Environment, st.Environment)
 	}
 	run.state = st
-	kind := kindcluster.New(s.opts.StateDir, func(msg string) { s.out.Log("kind: %s", strings.TrimSpace(msg)) })
+	kind := kindcluster.New(s.opts.StateDir.KindClusters(), func(msg string) { s.out.Log("kind: %s", strings.TrimSpace(msg)) })
 	if !st.Pending.Finished {
 		// Its export was not complete: the bootstrap cluster is the only record of the cluster.
 		// Without it, a new run would define the cluster again, with a second CA.
@@ -142,7 +129,7 @@ func exportStandalone(ctx context.Context, s *session, bc *bootstrapCluster, pla
 	st.Source = sourceWithoutCredentials(plan.Merged["source"])
 	st.BootstrapCluster = bootstrapClusterConfig(v, s.opts.Env.Name)
 	st.Recipient = k.Recipient()
-	st.Pending = &standalone.Operation{Command: CommandCreate, Started: time.Now().UTC(), Restored: true, Applied: true}
+	st.Pending = &standalone.Operation{Command: standalone.CommandCreate, Started: time.Now().UTC(), Restored: true, Applied: true}
 	mgmt, err := storeManagement(ctx, s, run.dir, k, plan)
 	if err != nil {
 		return fmt.Errorf("keep what manages standalone cluster %s: %w", st.Cluster, err)
@@ -249,7 +236,7 @@ func storeManagement(ctx context.Context, s *session, d standalone.Dir, k *stand
 		}
 		mu := standalone.ManagementUnit{Name: name, WaitFor: []string{standalone.CNIUnit}}
 		for _, dep := range u.DependsOn {
-			if !slices.Contains(u.AppliedDeps, dep) {
+			if !u.NeedsOnlyApplied(dep) {
 				mu.WaitFor = append(mu.WaitFor, dep)
 			}
 		}
@@ -356,9 +343,9 @@ func deleteTemporaryCluster(s *session, kind *kindcluster.Manager, st *standalon
 	return nil
 }
 
-// ManageOptions say what a command changes on a standalone cluster.
-type ManageOptions struct {
-	Command string // CommandScale, CommandUpgrade or CommandDelete
+// Change is what a command changes on a standalone cluster.
+type Change struct {
+	Command string // standalone.CommandScale, CommandUpgrade or CommandDelete
 	// Workers and ControlPlane are the machine counts a scale asks for (nil: unchanged).
 	Workers, ControlPlane *int
 	// KubernetesVersion is the version an upgrade asks for.
@@ -370,7 +357,8 @@ type ManageOptions struct {
 // any reconciler runs, the change, the objects exported again, the temporary cluster deleted.
 // Run again after an interruption, it finishes the change: the objects are restored only into a
 // temporary cluster that does not hold them yet, so no machine is replaced and no second CA made.
-func Manage(ctx context.Context, opts Options, m ManageOptions) (*Result, error) {
+func Manage(ctx context.Context, mo ManageOptions) (*Result, error) {
+	opts, m := mo.settings(), mo.Change
 	s, err := newSession(opts)
 	if err != nil {
 		return &Result{}, err
@@ -381,11 +369,11 @@ func Manage(ctx context.Context, opts Options, m ManageOptions) (*Result, error)
 		d      standalone.Dir
 		st     *standalone.State
 		lock   *standalone.Lock
-		kind   = kindcluster.New(opts.StateDir, func(msg string) { s.out.Log("kind: %s", strings.TrimSpace(msg)) })
+		kind   = kindcluster.New(opts.StateDir.KindClusters(), func(msg string) { s.out.Log("kind: %s", strings.TrimSpace(msg)) })
 		mc     *kube.Cluster
 		done   bool // the change is complete and kept: only the temporary cluster remains
 		k      = opts.StandaloneKey
-		change = map[string]string{CommandScale: "scale", CommandDelete: "delete", CommandUpgrade: "upgrade"}[m.Command]
+		change = map[string]string{standalone.CommandScale: "scale", standalone.CommandDelete: "delete", standalone.CommandUpgrade: "upgrade"}[m.Command]
 	)
 	defer func() { lock.Release() }()
 	skipDone := func(f func(ctx context.Context) error) func(ctx context.Context) error {
@@ -398,7 +386,7 @@ func Manage(ctx context.Context, opts Options, m ManageOptions) (*Result, error)
 	}
 	phases := []phase{
 		{"state", func(ctx context.Context) (err error) {
-			if d, err = standalone.DirOf(opts.StateDir, opts.Env.Name); err != nil {
+			if d, err = standalone.DirOf(opts.StateDir.Standalone(), opts.Env.Name); err != nil {
 				return err
 			}
 			if exists, err := d.Exists(); err != nil {
@@ -417,7 +405,7 @@ func Manage(ctx context.Context, opts Options, m ManageOptions) (*Result, error)
 			if st, err = d.Check(k); err != nil {
 				return err
 			}
-			if m.Command == CommandUpgrade {
+			if m.Command == standalone.CommandUpgrade {
 				if err := checkStandaloneUpgrade(st, m.KubernetesVersion); err != nil {
 					return err
 				}
@@ -437,20 +425,20 @@ func Manage(ctx context.Context, opts Options, m ManageOptions) (*Result, error)
 		})},
 		{change, skipDone(func(ctx context.Context) error {
 			switch m.Command {
-			case CommandDelete:
+			case standalone.CommandDelete:
 				return deleteCluster(ctx, s, d, st, mc)
-			case CommandUpgrade:
+			case standalone.CommandUpgrade:
 				return upgradeCluster(ctx, s, d, st, mc, m.KubernetesVersion)
 			}
 			return scaleCluster(ctx, s, d, st, mc, m)
 		})},
 	}
-	if m.Command != CommandDelete {
+	if m.Command != standalone.CommandDelete {
 		phases = append(phases, phase{"export", skipDone(func(ctx context.Context) error {
 			if err := exportObjects(ctx, s, d, mc, kind.KubeconfigPath(st.BootstrapCluster.Name), st); err != nil {
 				return err
 			}
-			if m.Command == CommandUpgrade {
+			if m.Command == standalone.CommandUpgrade {
 				// Every machine is replaced by one of the new version: that is the change.
 				st.KubernetesVersion = m.KubernetesVersion
 				st.Pending.Finished = true
@@ -474,7 +462,7 @@ func Manage(ctx context.Context, opts Options, m ManageOptions) (*Result, error)
 		if err := deleteTemporaryCluster(s, kind, st); err != nil {
 			return err
 		}
-		if m.Command == CommandDelete {
+		if m.Command == standalone.CommandDelete {
 			if err := d.Remove(); err != nil {
 				return err
 			}
@@ -496,47 +484,16 @@ func Manage(ctx context.Context, opts Options, m ManageOptions) (*Result, error)
 }
 
 // beginOperation records the command in the state, or finds the interrupted one it continues.
-func beginOperation(s *session, d standalone.Dir, st *standalone.State, kind *kindcluster.Manager, m ManageOptions) (*standalone.State, bool, error) {
-	p := st.Pending
-	if p != nil {
-		switch {
-		case p.Command == CommandCreate:
-			return st, false, fmt.Errorf("standalone cluster %s is still being created: run `bootstrap %s --standalone` again to finish", st.Cluster, st.Environment)
-		case p.Command == CommandDelete && p.Applied && m.Command != CommandDelete:
-			return st, false, fmt.Errorf("standalone cluster %s is being deleted (an interrupted `bootstrap delete %s`): run it again to finish", st.Cluster, st.Environment)
-		}
-		s.out.Log("an interrupted `%s` of %s (started %s) is continued by this command", p.Command, st.Cluster, p.Started.Local().Format(time.DateTime))
-	}
+func beginOperation(s *session, d standalone.Dir, st *standalone.State, kind *kindcluster.Manager, m Change) (*standalone.State, bool, error) {
 	exists, err := kind.Exists(st.BootstrapCluster.Name)
 	if err != nil {
 		return st, false, err
 	}
-	if p != nil && p.Command == CommandDelete && p.Applied && !p.Finished && p.Restored && !exists {
-		// Restoring the last export would bring a half-deleted cluster back to life, and its
-		// controllers could create machines before it is deleted again.
-		return st, false, fmt.Errorf("standalone cluster %s was being deleted and its temporary management cluster %s is gone: not restored from the state, which would bring the cluster back; remove its machines by hand (CAPD: the containers labelled io.x-k8s.kind.cluster=%s), then the state %s", st.Cluster, st.BootstrapCluster.Name, st.Cluster, d.Path)
+	done, notes, err := d.Begin(st, standalone.Operation{Command: m.Command, Workers: m.Workers, ControlPlane: m.ControlPlane, KubernetesVersion: m.KubernetesVersion}, exists, time.Now())
+	for _, n := range notes {
+		s.out.Log("%s", n)
 	}
-	if p == nil && exists {
-		return st, false, fmt.Errorf("kind cluster %s exists and no change of standalone cluster %s is under way: it is not one this command left; delete it (or change bootstrap_cluster.name) first", st.BootstrapCluster.Name, st.Cluster)
-	}
-	if p != nil && p.Finished && p.Command == m.Command {
-		s.out.Log("the change was complete and kept: only the temporary management cluster remains to delete")
-		return st, true, nil
-	}
-	next := &standalone.Operation{Command: m.Command, Started: time.Now().UTC(), Workers: m.Workers, ControlPlane: m.ControlPlane, KubernetesVersion: m.KubernetesVersion}
-	if p != nil {
-		next.Started = p.Started
-		// The temporary cluster that holds the restored objects holds the truth: they are not
-		// restored again over it.
-		next.Restored = p.Restored && exists
-		if p.Restored && !exists {
-			s.out.Log("warning: the temporary management cluster of the interrupted command is gone: the objects are restored from the state exported last")
-		}
-	} else {
-		st.Before = st.Machines
-	}
-	st.Pending = next
-	return st, false, d.Save(st)
+	return st, done, err
 }
 
 // ensureTemporaryCluster creates (or finds) the temporary management cluster with its CNI.
@@ -570,19 +527,11 @@ func managementObjects(d standalone.Dir, k *standalone.Key, unit string) ([]*uns
 	if err != nil {
 		return nil, err
 	}
-	var out []*unstructured.Unstructured
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		doc = strings.TrimPrefix(doc, "---\n")
-		if strings.TrimSpace(doc) == "" {
-			continue
-		}
-		o := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &o.Object); err != nil {
-			return nil, fmt.Errorf("management unit %s of the state: %w", unit, err)
-		}
-		out = append(out, o)
+	objs, err := ssautil.ReadObjects(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("management unit %s of the state: %w", unit, err)
 	}
-	return out, nil
+	return objs, nil
 }
 
 // applyManagement applies the providers in order, each once the units it needs ready are, and
@@ -665,7 +614,7 @@ func restoreObjects(ctx context.Context, s *session, d standalone.Dir, st *stand
 
 // scaleCluster sets the replicas of the workers' MachineDeployment and of the control plane, and
 // waits until the cluster has them, every node ready.
-func scaleCluster(ctx context.Context, s *session, d standalone.Dir, st *standalone.State, mc *kube.Cluster, m ManageOptions) error {
+func scaleCluster(ctx context.Context, s *session, d standalone.Dir, st *standalone.State, mc *kube.Cluster, m Change) error {
 	// Recorded before the change: a command killed right after it must know it may have happened.
 	st.Pending.Applied = true
 	if err := d.Save(st); err != nil {
@@ -717,23 +666,16 @@ func deleteCluster(ctx context.Context, s *session, d standalone.Dir, st *standa
 	if err := d.Save(st); err != nil {
 		return err
 	}
-	cl := &clusterv1.Cluster{}
-	cl.Name, cl.Namespace = st.Cluster, st.Namespace
-	if err := mc.Client.Delete(ctx, cl); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete Cluster %s: %w", st.Cluster, err)
-	}
 	const timeout = 20 * time.Minute
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
-		v, err := machines.Read(ctx, mc.Client, st.Namespace, st.Cluster)
-		if err != nil {
-			s.out.Waiting(fmt.Sprintf("the deletion of cluster %s", st.Cluster), []string{err.Error()})
-			return false, nil
-		}
-		if !v.Found {
-			return true, nil
-		}
-		s.out.Waiting(fmt.Sprintf("the deletion of cluster %s (%d machines left)", st.Cluster, len(v.Machines)), v.Lines())
-		return false, nil
+	_, err := machines.DeleteClusters(ctx, mc.Client, machines.Deletion{
+		Clusters: []client.ObjectKey{{Namespace: st.Namespace, Name: st.Cluster}},
+		Timeout:  timeout,
+		Interval: pollInterval,
+		Progress: func(left []machines.View, _ time.Duration) {
+			for _, v := range left {
+				s.out.Waiting(fmt.Sprintf("the deletion of cluster %s (%d machines left)", st.Cluster, len(v.Machines)), v.Lines())
+			}
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("cluster %s not deleted within %s: %w", st.Cluster, timeout, err)

@@ -27,7 +27,7 @@ import (
 // cluster this command cannot upgrade yet. A continued upgrade to the same version is not
 // checked again: its control plane may already run it.
 func checkStandaloneUpgrade(st *standalone.State, asked string) error {
-	if p := st.Pending; p != nil && p.Command == CommandUpgrade && p.KubernetesVersion == asked {
+	if p := st.Pending; p != nil && p.Command == standalone.CommandUpgrade && p.KubernetesVersion == asked {
 		return nil
 	}
 	if st.Bootstrap != "kubeadm" || st.Infrastructure != "capd" {

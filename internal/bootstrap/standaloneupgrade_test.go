@@ -26,7 +26,7 @@ func TestAStandaloneUpgradeIsCheckedFromTheState(t *testing.T) {
 		{state("rke2", "capd", "v1.36.3", nil), "v1.37.0", "kubeadm on CAPD"},
 		{state("kubeadm", "capo", "v1.36.3", nil), "v1.37.0", "kubeadm on CAPD"},
 		// An interrupted upgrade to the same version goes on, whatever its control plane runs.
-		{state("kubeadm", "capd", "v1.37.0", &standalone.Operation{Command: CommandUpgrade, KubernetesVersion: "v1.37.0"}), "v1.37.0", ""},
+		{state("kubeadm", "capd", "v1.37.0", &standalone.Operation{Command: standalone.CommandUpgrade, KubernetesVersion: "v1.37.0"}), "v1.37.0", ""},
 	} {
 		err := checkStandaloneUpgrade(tc.st, tc.asked)
 		switch {

@@ -189,7 +189,7 @@ func collectDiagnostics(ctx context.Context, s *session, conclusion string, clus
 			b.Add(c.Name+"/error.txt", []byte(err.Error()))
 		}
 	}
-	path, err := b.Write(filepath.Join(s.opts.StateDir, "diagnostics"), filepath.Base(s.opts.Env.Name))
+	path, err := b.Write(s.opts.StateDir.Diagnostics(), filepath.Base(s.opts.Env.Name))
 	if err != nil {
 		s.out.Log("could not write the diagnostics bundle: %v", err)
 		return ""

@@ -10,6 +10,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/statedir"
 	"cluster-init.dev/cluster-init/internal/validate"
 	"cluster-init.dev/cluster-init/internal/values"
 )
@@ -53,8 +54,8 @@ func validateManagement(ctx context.Context, s *session, src *publishedSource, s
 
 // refuseSelfManaged refuses to start again an environment whose management cluster is
 // self-managed: a new kind cluster would create a second management cluster.
-func refuseSelfManaged(ctx context.Context, stateDir, env string) error {
-	path := ManagementKubeconfig(stateDir, env)
+func refuseSelfManaged(ctx context.Context, stateDir statedir.Dir, env string) error {
+	path := stateDir.Environment(env).ManagementKubeconfig()
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil

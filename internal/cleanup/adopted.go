@@ -3,7 +3,6 @@ package cleanup
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/apply"
 	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/readiness"
 	"cluster-init.dev/cluster-init/internal/units"
@@ -164,30 +164,10 @@ func deleteWorkloadClustersOf(ctx context.Context, c *kube.Cluster, log func(str
 			workloads = append(workloads, cl.Name)
 			keys = append(keys, client.ObjectKeyFromObject(cl))
 			log("deleting workload cluster %s/%s (its machines go with it)", cl.Namespace, cl.Name)
-			if err := c.Client.Delete(ctx, cl); client.IgnoreNotFound(err) != nil {
-				return workloads, fmt.Errorf("delete Cluster %s/%s: %w", cl.Namespace, cl.Name, err)
-			}
 		}
 	}
-	start := time.Now()
-	last := start
-	err = wait.PollUntilContextTimeout(ctx, 3*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
-		left := 0
-		for _, k := range keys {
-			if err := c.Client.Get(ctx, k, &clusterv1.Cluster{}); !apierrors.IsNotFound(err) {
-				left++
-			}
-		}
-		if left > 0 && time.Since(last) > 15*time.Second {
-			log("waiting for the deletion of the workload clusters: %d left (%s)", left, time.Since(start).Round(time.Second))
-			last = time.Now()
-		}
-		return left == 0, nil
-	})
-	if err != nil {
-		return workloads, fmt.Errorf("the workload clusters are still being deleted after %s", time.Since(start).Round(time.Second))
-	}
-	return workloads, nil
+	_, err = machines.DeleteClusters(ctx, c.Client, machines.Deletion{Clusters: keys, Timeout: 10 * time.Minute, Progress: progressLog("the workload clusters", log)})
+	return workloads, err
 }
 
 // tenantNamespaces are the namespaces of the tenants of workload clusters.
@@ -224,7 +204,7 @@ func deleteUnits(ctx context.Context, c *kube.Cluster, log func(string, ...any))
 			}
 		}
 	}
-	for _, batch := range dependentsFirst(deps) {
+	for _, batch := range units.DependentsFirst(deps) {
 		log("deleting units %s (Flux removes what each applied)", strings.Join(batch, ", "))
 		for _, name := range batch {
 			k := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: names.Namespace, Name: name}}
@@ -293,41 +273,6 @@ func inventoryOf(k *kustomizev1.Kustomization) deletedWith {
 		}
 	}
 	return out
-}
-
-// dependentsFirst orders a dependency graph (name -> its dependencies) for deletion: batches of
-// names no remaining one depends on. A cycle (which the chart refuses) ends in one last batch.
-func dependentsFirst(deps map[string][]string) [][]string {
-	left := map[string]bool{}
-	for n := range deps {
-		left[n] = true
-	}
-	var batches [][]string
-	for len(left) > 0 {
-		needed := map[string]bool{}
-		for n := range left {
-			for _, d := range deps[n] {
-				needed[d] = true
-			}
-		}
-		var batch []string
-		for n := range left {
-			if !needed[n] {
-				batch = append(batch, n)
-			}
-		}
-		if len(batch) == 0 {
-			for n := range left {
-				batch = append(batch, n)
-			}
-		}
-		sort.Strings(batch)
-		for _, n := range batch {
-			delete(left, n)
-		}
-		batches = append(batches, batch)
-	}
-	return batches
 }
 
 // deleteAndWait deletes obj and waits until it is gone.

@@ -15,50 +15,73 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/pivot"
 	"cluster-init.dev/cluster-init/internal/reconcileerrors"
+	"cluster-init.dev/cluster-init/internal/standalone"
+	"cluster-init.dev/cluster-init/internal/statedir"
 )
 
 // Target is what to remove.
 type Target struct {
 	Environment string
-	Kind        string // the kind cluster's name
-	Namespace   string // where the Cluster API cluster is defined
-	Cluster     string // the Cluster API cluster's name
-	CAPD        bool   // its machines are containers of this host
-	// ManagementKubeconfig is the kubeconfig the bootstrap wrote once the cluster was
-	// self-managed; removed with the cluster's containers, so that a new bootstrap is not refused
-	// for a cluster that is gone.
-	ManagementKubeconfig string
-	// Record lists the containers of the environment's clusters (RecordContainers): what is
-	// removed directly when the clusters cannot say it any more. Removed at the end.
-	Record string
+	// State is the state directory: the environment's records (the management kubeconfig, the
+	// containers, the adopted mark), removed at the end, and its standalone state, which decides
+	// whether a cleanup may run at all (standalone.HoldForCleanup).
+	State     statedir.Dir
+	Kind      string // the kind cluster's name
+	Namespace string // where the Cluster API cluster is defined
+	Cluster   string // the Cluster API cluster's name
+	CAPD      bool   // its machines are containers of this host
 	// Flux builds the Flux objects bootstrap installs: what is removed from an adopted cluster.
 	Flux func(context.Context) ([]*unstructured.Unstructured, error)
-	// AdoptedRecord, when the file exists, says the management cluster was adopted (bootstrap
-	// --adopt): it stays, only what cluster-init installed goes. Removed at the end.
-	AdoptedRecord string
+}
+
+// records are the files the bootstrap of the target's environment wrote about it: the
+// management kubeconfig (written once the cluster was self-managed; removed with the cluster, so
+// that a new bootstrap is not refused for a cluster that is gone), the containers of its clusters
+// (RecordContainers: what is removed directly when the clusters cannot say it any more), and the
+// adopted mark (the management cluster was adopted: it stays, only what cluster-init installed
+// goes).
+type records struct{ kubeconfig, containers, adopted string }
+
+func (t Target) records() records {
+	e := t.State.Environment(t.Environment)
+	return records{kubeconfig: e.ManagementKubeconfig(), containers: e.ContainersRecord(), adopted: e.AdoptedRecord()}
 }
 
 // Run removes the target, reporting each step. Containers are removed directly only when they
 // are this environment's: named after a machine or load balancer of its clusters (as the clusters
-// reachable now define them, or as recorded before).
-func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string, ...any)) error {
-	owned, err := readRecord(t.Record)
+// reachable now define them, or as recorded before). An environment with a standalone cluster is
+// refused (`bootstrap delete` removes it), but for an interrupted creation, whose state goes too.
+func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string, ...any)) (err error) {
+	hold, err := standalone.HoldForCleanup(t.State.Standalone(), t.Environment)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if rerr := hold.Release(err == nil); err == nil {
+			err = rerr
+		}
+	}()
+	return run(ctx, m, t, t.records(), log)
+}
+
+func run(ctx context.Context, m *kindcluster.Manager, t Target, rec records, log func(string, ...any)) error {
+	owned, err := readRecord(rec.containers)
 	if err != nil {
 		return err
 	}
 	// What the clusters define is recorded before anything is deleted, so that a cleanup
 	// interrupted half-way still knows it the next time.
 	remember := func(c *kube.Cluster) {
-		if !t.CAPD || t.Record == "" {
+		if !t.CAPD || rec.containers == "" {
 			return
 		}
 		more, err := OwnedContainers(ctx, c.Client)
@@ -69,25 +92,25 @@ func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string,
 		for n := range more {
 			owned[n] = true
 		}
-		if err := mergeRecord(t.Record, more); err != nil {
+		if err := mergeRecord(rec.containers, more); err != nil {
 			log("could not record the containers: %v", err)
 		}
 	}
 	var management *kube.Cluster
-	if _, err := os.Stat(t.ManagementKubeconfig); t.ManagementKubeconfig != "" && err == nil {
-		if management, err = kube.FromFile("management", t.ManagementKubeconfig); err != nil {
-			return fmt.Errorf("the management kubeconfig %s: %w", t.ManagementKubeconfig, err)
+	if _, err := os.Stat(rec.kubeconfig); err == nil {
+		if management, err = kube.FromFile("management", rec.kubeconfig); err != nil {
+			return fmt.Errorf("the management kubeconfig %s: %w", rec.kubeconfig, err)
 		}
 		remember(management)
 		// Adopted: as recorded here, or as the cluster says (its state outlives a lost record).
-		_, statErr := os.Stat(t.AdoptedRecord)
-		recorded := t.AdoptedRecord != "" && statErr == nil
+		_, statErr := os.Stat(rec.adopted)
+		recorded := statErr == nil
 		st, _, err := managementstate.Read(ctx, management.Client)
 		if recorded && err != nil {
-			return fmt.Errorf("the adopted management cluster of %s (%s) does not answer, nothing was removed: %w; if it is gone, remove %s and %s", t.Environment, management.Config.Host, err, t.ManagementKubeconfig, t.AdoptedRecord)
+			return fmt.Errorf("the adopted management cluster of %s (%s) does not answer, nothing was removed: %w; if it is gone, remove %s and %s", t.Environment, management.Config.Host, err, rec.kubeconfig, rec.adopted)
 		}
 		if recorded || st.Adopted {
-			return removeAdopted(ctx, management, t, owned, log)
+			return removeAdopted(ctx, management, t, rec, owned, log)
 		}
 	}
 	// deleted: the Cluster is gone from the bootstrap cluster with everything its provider made.
@@ -146,7 +169,7 @@ func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string,
 			if deleted {
 				log("Cluster %s is deleted, and nothing its provider made is left", t.Cluster)
 			}
-			return forget(t, log)
+			return forget(rec, log)
 		}
 		log("the machines of %s are not containers of this host: delete them from the management cluster", t.Cluster)
 		return nil
@@ -154,12 +177,12 @@ func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string,
 	if err := removeContainers(ctx, append(workloads, t.Cluster), owned, log); err != nil {
 		return err
 	}
-	return forget(t, log)
+	return forget(rec, log)
 }
 
 // removeAdopted removes what cluster-init installed into the adopted management cluster and
 // the workload clusters it made, and leaves the cluster itself running.
-func removeAdopted(ctx context.Context, m *kube.Cluster, t Target, owned Owned, log func(string, ...any)) error {
+func removeAdopted(ctx context.Context, m *kube.Cluster, t Target, rec records, owned Owned, log func(string, ...any)) error {
 	log("the management cluster of %s is adopted (%s): removing what cluster-init installed, the cluster itself stays", t.Environment, m.Config.Host)
 	if t.Flux == nil {
 		return fmt.Errorf("cleanup of an adopted cluster: no Flux objects to remove")
@@ -178,15 +201,12 @@ func removeAdopted(ctx context.Context, m *kube.Cluster, t Target, owned Owned, 
 			return err
 		}
 	}
-	return forget(t, log)
+	return forget(rec, log)
 }
 
 // forget removes the environment's management kubeconfig and its records.
-func forget(t Target, log func(string, ...any)) error {
-	for _, path := range []string{t.ManagementKubeconfig, t.Record, t.AdoptedRecord} {
-		if path == "" {
-			continue
-		}
+func forget(rec records, log func(string, ...any)) error {
+	for _, path := range []string{rec.kubeconfig, rec.containers, rec.adopted} {
 		if err := os.Remove(path); err == nil {
 			log("removed %s", path)
 		} else if !errors.Is(err, os.ErrNotExist) {
@@ -203,32 +223,39 @@ func deleteWorkloadClusters(ctx context.Context, m *kube.Cluster, t Target, log 
 	if m == nil {
 		return nil, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
 	list := &clusterv1.ClusterList{}
 	if err := m.Client.List(ctx, list); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list the workload clusters: %w", err)
 	}
 	var names []string
+	var keys []client.ObjectKey
 	for i := range list.Items {
 		cl := &list.Items[i]
 		if cl.Namespace == t.Namespace && cl.Name == t.Cluster {
 			continue
 		}
 		names = append(names, cl.Name)
+		keys = append(keys, client.ObjectKeyFromObject(cl))
 		log("deleting workload cluster %s/%s (its machines go with it)", cl.Namespace, cl.Name)
-		if err := m.Client.Delete(ctx, cl); client.IgnoreNotFound(err) != nil {
-			return names, err
-		}
 	}
-	err := wait.PollUntilContextCancel(ctx, 3*time.Second, true, func(ctx context.Context) (bool, error) {
-		left := &clusterv1.ClusterList{}
-		if err := m.Client.List(ctx, left); err != nil {
-			return false, nil
-		}
-		return len(left.Items) <= 1, nil
-	})
+	_, err := machines.DeleteClusters(ctx, m.Client, machines.Deletion{Clusters: keys, Timeout: 10 * time.Minute, Progress: progressLog("the workload clusters", log)})
 	return names, err
+}
+
+// progressLog logs the clusters a deletion still waits for, at most every 15 seconds.
+func progressLog(what string, log func(string, ...any)) func([]machines.View, time.Duration) {
+	var last time.Time
+	return func(left []machines.View, elapsed time.Duration) {
+		if time.Since(last) < 15*time.Second {
+			return
+		}
+		last = time.Now()
+		var names []string
+		for _, v := range left {
+			names = append(names, fmt.Sprintf("%s/%s (%d machines)", v.Namespace, v.Name, len(v.Machines)))
+		}
+		log("waiting for the deletion of %s (%s): %s", what, elapsed.Round(time.Second), strings.Join(names, ", "))
+	}
 }
 
 // unreachableAfter is how long the deletion of a Cluster whose provider recorded nothing it
@@ -260,34 +287,29 @@ func deleteCluster(ctx context.Context, c *kube.Cluster, t Target, log func(stri
 		return err
 	}
 	log("deleting Cluster %s/%s (its machines go with it)", t.Namespace, t.Cluster)
-	if err := c.Client.Delete(ctx, cl); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	start := time.Now()
-	for {
-		err := c.Client.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Cluster}, &clusterv1.Cluster{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		// A provider that cannot reach its infrastructure never removes its finalizer: once the
-		// deletion has had its time, and the provider recorded nothing it created, nothing is
-		// left behind by not waiting for it.
-		if !t.CAPD && time.Since(start) > unreachableAfter {
-			if left, err := recordedResources(ctx, c.Client, t.Namespace, t.Cluster); err == nil && len(left) == 0 {
-				why := "its provider does not finish"
-				if lines, err := reconcileerrors.OfCluster(ctx, c, t.Namespace, t.Cluster); err == nil && len(lines) > 0 {
-					why = lines[0]
-				}
-				log("Cluster %s/%s is not deleted after %s: %s. Its provider recorded nothing it created: nothing is left behind, not waiting for it", t.Namespace, t.Cluster, unreachableAfter, why)
-				return nil
+	abandoned, err := machines.DeleteClusters(ctx, c.Client, machines.Deletion{
+		Clusters: []client.ObjectKey{client.ObjectKeyFromObject(cl)},
+		Timeout:  5 * time.Minute,
+		Progress: progressLog("Cluster "+t.Cluster, log),
+		GiveUp: func(ctx context.Context, k client.ObjectKey, elapsed time.Duration) string {
+			// A provider that cannot reach its infrastructure never removes its finalizer: once the
+			// deletion has had its time, and the provider recorded nothing it created, nothing is
+			// left behind by not waiting for it.
+			if t.CAPD || elapsed < unreachableAfter {
+				return ""
 			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("still deleting after 5m")
-		case <-time.After(3 * time.Second):
-		}
+			if left, err := recordedResources(ctx, c.Client, k.Namespace, k.Name); err != nil || len(left) > 0 {
+				return ""
+			}
+			why := "its provider does not finish"
+			if lines, err := reconcileerrors.OfCluster(ctx, c, k.Namespace, k.Name); err == nil && len(lines) > 0 {
+				why = lines[0]
+			}
+			return why
+		},
+	})
+	for _, a := range abandoned {
+		log("Cluster %s is not deleted after %s: %s. Its provider recorded nothing it created: nothing is left behind, not waiting for it", a.Cluster, unreachableAfter, a.Reason)
 	}
+	return err
 }

@@ -26,12 +26,13 @@ import (
 	"time"
 
 	"cluster-init.dev/cluster-init/internal/checkout"
+	"cluster-init.dev/cluster-init/internal/statedir"
 )
 
 var (
 	repo      string
 	binary    string
-	stateDir  string
+	state     statedir.Dir
 	testbedVs string
 )
 
@@ -53,9 +54,9 @@ func TestMain(m *testing.M) {
 	}
 	testbedVs = filepath.Join(cache, "testbed-values.yaml")
 	// The state of the test bed's bootstraps, shared with tools/testbed/up.
-	stateDir = os.Getenv("CLUSTER_INIT_STATE_DIR")
-	if stateDir == "" {
-		stateDir = filepath.Join(cache, "testbed-state")
+	state = statedir.Dir{Path: os.Getenv("CLUSTER_INIT_STATE_DIR")}
+	if state.Path == "" {
+		state.Path = filepath.Join(cache, "testbed-state")
 	}
 	if _, err := os.Stat(testbedVs); err != nil {
 		fmt.Fprintf(os.Stderr, "the test bed is not up (no %s): run tools/testbed/up first\n", testbedVs)
@@ -100,7 +101,7 @@ func bootstrap(t *testing.T, ctx context.Context, onLine func(string) bool, args
 	r := &run{args: args, phases: map[string]time.Duration{}}
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Dir = repo
-	cmd.Env = append(os.Environ(), "CLUSTER_INIT_STATE_DIR="+stateDir)
+	cmd.Env = append(os.Environ(), "CLUSTER_INIT_STATE_DIR="+state.Path)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	start := time.Now()
@@ -188,10 +189,10 @@ func cleanup(t *testing.T, env string) {
 	}
 	// The cluster is gone with its containers: so is its kubeconfig, or a new bootstrap of the
 	// environment would be refused as already done.
-	if _, err := os.Stat(filepath.Join(stateDir, "environments", env, "management.kubeconfig")); err == nil {
+	if _, err := os.Stat(state.Environment(env).ManagementKubeconfig()); err == nil {
 		t.Errorf("cleanup %s left the management kubeconfig", env)
 	}
-	os.RemoveAll(filepath.Join(stateDir, "environments"))
+	os.RemoveAll(filepath.Dir(filepath.Dir(state.Environment(env).ManagementKubeconfig())))
 }
 
 func kindClusters(t *testing.T) []string {

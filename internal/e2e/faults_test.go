@@ -141,7 +141,7 @@ func TestStuckUnitIsNamedAndDiagnosticsHoldNoSecret(t *testing.T) {
 		t.Error("bundle has no controller logs")
 	}
 	// The secret is in the cluster (so the check above could fail): only the bundle leaves it out.
-	kc := filepath.Join(stateDir, "kind", "cluster-init-bootstrap", "kubeconfig")
+	kc := filepath.Join(state.KindClusters(), "cluster-init-bootstrap", "kubeconfig")
 	enc := kubectl(t, kc, "-n", "cluster-init", "get", "secret", "cluster-init-secrets", "-o", "jsonpath={.data.secrets\\.yaml}")
 	if dec, _ := base64.StdEncoding.DecodeString(enc); !strings.Contains(string(dec), sentinel) {
 		t.Error("the sentinel is not in the cluster's Secret: the bundle check proves nothing")

@@ -29,7 +29,7 @@ func writeValues(t *testing.T, content string) string {
 }
 
 func managementKubeconfig() string {
-	return filepath.Join(stateDir, "environments", env, "management.kubeconfig")
+	return state.Environment(env).ManagementKubeconfig()
 }
 
 // The main job, end to end: from a clean state to a self-managed management cluster, with the

@@ -99,7 +99,7 @@ func TestRKE2MeetsTheWallAndSaysWhatWouldLetItGoOn(t *testing.T) {
 		"what to look at: RKE2 machines download RKE2",
 		"cluster.rke2_air_gapped.enabled: true",
 		"proxies.https_proxy")
-	kc := filepath.Join(stateDir, "kind", "cluster-init-bootstrap", "kubeconfig")
+	kc := filepath.Join(state.KindClusters(), "cluster-init-bootstrap", "kubeconfig")
 	// The machines CAPD made carry the RKE2 bootstrap data.
 	secret := kubectl(t, kc, "-n", "cluster-init", "get", "rke2config", "-o", "jsonpath={.items[*].status.dataSecretName}")
 	if secret == "" {
@@ -248,7 +248,7 @@ func TestOpenStackThatRefusesTheCredentials(t *testing.T) {
 
 	// CAPO adds its finalizer once it has authenticated; a cloud that stops answering after that
 	// leaves a finalizer CAPO can never remove. Added here as CAPO adds it.
-	kc := filepath.Join(stateDir, "kind", "cluster-init-bootstrap", "kubeconfig")
+	kc := filepath.Join(state.KindClusters(), "cluster-init-bootstrap", "kubeconfig")
 	kubectl(t, kc, "-n", "cluster-init", "patch", "openstackcluster", "management", "--type", "merge",
 		"-p", `{"metadata":{"finalizers":["openstackcluster.infrastructure.cluster.x-k8s.io"]}}`)
 	start := time.Now()

@@ -15,7 +15,7 @@ import (
 
 const standaloneCluster = "management" // the cluster of kubeadm-capd
 
-func standaloneDir() string { return filepath.Join(stateDir, "standalone", env) }
+func standaloneDir() string { return filepath.Join(state.Standalone(), env) }
 
 // clusterContainers maps the names of the cluster's containers (CAPD labels them as kind does) to
 // their IDs.

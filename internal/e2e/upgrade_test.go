@@ -389,7 +389,7 @@ func upgradePlan(t *testing.T, r *repository, when string) upgrades.Plan {
 	t.Helper()
 	run := func(format string) []byte {
 		cmd := exec.Command(binary, "upgrade", "plan", env, "--repo", r.dir, "--age-key-file", r.key, "-o", format)
-		cmd.Dir, cmd.Env = repo, append(os.Environ(), "CLUSTER_INIT_STATE_DIR="+stateDir)
+		cmd.Dir, cmd.Env = repo, append(os.Environ(), "CLUSTER_INIT_STATE_DIR="+state.Path)
 		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("bootstrap upgrade plan %s: %v", when, err)

@@ -38,7 +38,7 @@ func Unblocked(u readiness.Units) []string {
 			}
 			// What the chart asks Flux to check for such a dependency (readyExpr in _unit.tpl).
 			ks := u.Kustomizations[d]
-			return slices.Contains(unit.AppliedDeps, d) && ks != nil && ks.Status.Inventory != nil
+			return unit.NeedsOnlyApplied(d) && ks != nil && ks.Status.Inventory != nil
 		}
 		if !slices.ContainsFunc(unit.DependsOn, func(d string) bool { return !met(d) }) {
 			out = append(out, name)

@@ -10,7 +10,6 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/object"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
-	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -231,27 +230,18 @@ func (h *HealthChecks) clusterOf(ctx context.Context, ks *kustomizev1.Kustomizat
 		return h.cluster, nil
 	}
 	ref := ks.Spec.KubeConfig.SecretRef
-	s := &corev1.Secret{}
-	if err := h.cluster.Client.Get(ctx, client.ObjectKey{Namespace: ks.Namespace, Name: ref.Name}, s); err != nil {
-		return nil, fmt.Errorf("kubeconfig Secret %s of unit %s: %w", ref.Name, ks.Name, err)
+	data, version, err := kube.KubeconfigSecret{Namespace: ks.Namespace, Name: ref.Name, Key: ref.Key}.Read(ctx, h.cluster.Client)
+	if err != nil {
+		return nil, fmt.Errorf("unit %s: %w", ks.Name, err)
 	}
-	key := ks.Namespace + "/" + ref.Name + "@" + s.ResourceVersion
+	key := ks.Namespace + "/" + ref.Name + "@" + version
 	h.mu.Lock()
 	c, ok := h.remotes[key]
 	h.mu.Unlock()
 	if ok {
 		return c, nil
 	}
-	data := s.Data[ref.Key]
-	if ref.Key == "" {
-		// Flux's default keys, in its order.
-		for _, k := range []string{"value", "value.yaml"} {
-			if data = s.Data[k]; data != nil {
-				break
-			}
-		}
-	}
-	c, err := kube.FromKubeconfig(ref.Name, data)
+	c, err = kube.FromKubeconfig(ref.Name, data)
 	if err != nil {
 		return nil, err
 	}

@@ -50,22 +50,24 @@ const (
 	MarkerName      = "cluster-init-bootstrap"
 )
 
-// Manager handles kind clusters. StateDir keeps, per cluster, the files mounted into its node
-// (containerd registry configuration), its kubeconfig and the record of its creation.
+// Manager handles kind clusters. Its directory (statedir.Dir.KindClusters) keeps, per cluster, the
+// files mounted into its node (containerd registry configuration), its kubeconfig and the record
+// of its creation.
 type Manager struct {
 	provider *cluster.Provider
-	stateDir string
+	root     string
 }
 
-// New returns a manager; log receives kind's progress messages.
-func New(stateDir string, log func(string)) *Manager {
+// New returns a manager of the kind clusters whose files are under dir; log receives kind's
+// progress messages.
+func New(dir string, log func(string)) *Manager {
 	return &Manager{
 		provider: cluster.NewProvider(cluster.ProviderWithDocker(), cluster.ProviderWithLogger(logger{log})),
-		stateDir: stateDir,
+		root:     dir,
 	}
 }
 
-func (m *Manager) dir(name string) string { return filepath.Join(m.stateDir, "kind", name) }
+func (m *Manager) dir(name string) string { return filepath.Join(m.root, name) }
 
 // KubeconfigPath is where the cluster's kubeconfig is kept (mode 0600).
 func (m *Manager) KubeconfigPath(name string) string { return filepath.Join(m.dir(name), "kubeconfig") }

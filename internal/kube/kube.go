@@ -3,12 +3,15 @@
 package kube
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -109,6 +112,41 @@ func FromFile(name, path string) (*Cluster, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s cluster: %w", name, err)
+	}
+	return FromKubeconfig(name, data)
+}
+
+// KubeconfigSecret is a kubeconfig kept in a Secret: Cluster API's (key "value"), the pivot's copy,
+// or the one a Flux Kustomization's spec.kubeConfig.secretRef names.
+type KubeconfigSecret struct {
+	Namespace, Name string
+	// Key is the data key; empty, Flux's default keys in its order ("value", then "value.yaml").
+	Key string
+}
+
+// Read returns the kubeconfig and the Secret's resourceVersion (a new one is a new kubeconfig).
+func (s KubeconfigSecret) Read(ctx context.Context, c client.Reader) (data []byte, version string, err error) {
+	secret := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: s.Name}, secret); err != nil {
+		return nil, "", fmt.Errorf("read kubeconfig Secret %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	keys := []string{s.Key}
+	if s.Key == "" {
+		keys = []string{"value", "value.yaml"}
+	}
+	for _, k := range keys {
+		if data := secret.Data[k]; len(data) > 0 {
+			return data, secret.ResourceVersion, nil
+		}
+	}
+	return nil, "", fmt.Errorf("kubeconfig Secret %s/%s has no key %s", s.Namespace, s.Name, strings.Join(keys, " or "))
+}
+
+// Connect connects to the cluster the Secret's kubeconfig reaches; name is how messages call it.
+func (s KubeconfigSecret) Connect(ctx context.Context, c client.Reader, name string) (*Cluster, error) {
+	data, _, err := s.Read(ctx, c)
+	if err != nil {
+		return nil, err
 	}
 	return FromKubeconfig(name, data)
 }

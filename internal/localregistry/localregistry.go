@@ -12,6 +12,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Registry is the registry container.
@@ -65,23 +67,26 @@ func (r Registry) Ensure(ctx context.Context) error {
 	return r.wait(ctx)
 }
 
+// wait waits until the registry answers its API root.
 func (r Registry) wait(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
 	url := "http://" + r.PushAddress() + "/v2/"
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
 		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		if err != nil {
+			last = err
+			return false, nil
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("registry %s does not answer on %s: %v", r.Name, url, err)
-		case <-time.After(500 * time.Millisecond):
-		}
+		resp.Body.Close()
+		last = fmt.Errorf("HTTP %d", resp.StatusCode)
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("registry %s does not answer on %s: %v", r.Name, url, last)
 	}
+	return nil
 }

@@ -164,10 +164,29 @@ func TestAStepIsDoneOnlyOnceRecorded(t *testing.T) {
 	}
 }
 
-// The step order is defined once, by the steps themselves.
-func TestStepOrder(t *testing.T) {
-	want := []string{StepSaveKubeconfig, StepWaitReady, StepSuspend, StepMove, StepAdopt, StepVerify}
-	if got := StepNames(); !slices.Equal(got, want) {
-		t.Errorf("steps %v", got)
+// The order is defined once, by the steps themselves; what any order must keep: the management
+// kubeconfig saved before the move (the move takes the Secret away), the cluster ready before its
+// sources are suspended, suspended before the move, the adoption after it, the verification last,
+// and no step twice.
+func TestStepOrderKeepsWhatThePivotNeeds(t *testing.T) {
+	names := StepNames()
+	pos := map[string]int{}
+	for i, n := range names {
+		if _, twice := pos[n]; twice {
+			t.Errorf("step %s twice in %v", n, names)
+		}
+		pos[n] = i
+	}
+	for _, before := range [][2]string{
+		{StepSaveKubeconfig, StepMove}, {StepWaitReady, StepSuspend}, {StepSuspend, StepMove}, {StepMove, StepAdopt}, {StepAdopt, StepVerify},
+	} {
+		a, okA := pos[before[0]]
+		b, okB := pos[before[1]]
+		if !okA || !okB || a >= b {
+			t.Errorf("%s must come before %s: %v", before[0], before[1], names)
+		}
+	}
+	if names[len(names)-1] != StepVerify {
+		t.Errorf("the verification is not last: %v", names)
 	}
 }

@@ -99,11 +99,7 @@ func (p *pivot) connect(ctx context.Context) (*kube.Cluster, error) {
 // SavedManagement connects to the management cluster with the copy of its kubeconfig the pivot
 // keeps in the bootstrap cluster's namespace: the Cluster API one moves with the definitions.
 func SavedManagement(ctx context.Context, bootstrap client.Reader, namespace string) (*kube.Cluster, error) {
-	s := &corev1.Secret{}
-	if err := bootstrap.Get(ctx, client.ObjectKey{Namespace: namespace, Name: names.PivotKubeconfig}, s); err != nil {
-		return nil, fmt.Errorf("read the saved management kubeconfig %s: %w", names.PivotKubeconfig, err)
-	}
-	return kube.FromKubeconfig("management", s.Data["value"])
+	return kube.KubeconfigSecret{Namespace: namespace, Name: names.PivotKubeconfig, Key: "value"}.Connect(ctx, bootstrap, "management")
 }
 
 // waitFor polls check until it is done, logging every new reason it gives. Errors reading the

@@ -59,10 +59,13 @@ func allowedInArchive(name string) bool {
 }
 
 // Import reads an archive Export wrote and makes it the state of its environment under
-// stateDir, after checking it with the key. An environment that already has a state is refused:
+// root, after checking it with the key. An environment that already has a state is refused:
 // two states of one cluster would each think they own it.
-func Import(stateDir string, r io.Reader, k *Key) (Dir, *State, error) {
-	staging, err := os.MkdirTemp(ensureRoot(stateDir), ".import-")
+func Import(root string, r io.Reader, k *Key) (Dir, *State, error) {
+	if err := os.MkdirAll(root, dirMode); err != nil {
+		return Dir{}, nil, fmt.Errorf("import: %w", err)
+	}
+	staging, err := os.MkdirTemp(root, ".import-")
 	if err != nil {
 		return Dir{}, nil, err
 	}
@@ -75,7 +78,7 @@ func Import(stateDir string, r io.Reader, k *Key) (Dir, *State, error) {
 	if err != nil {
 		return Dir{}, nil, err
 	}
-	d, err := DirOf(stateDir, st.Environment)
+	d, err := DirOf(root, st.Environment)
 	if err != nil {
 		return Dir{}, nil, err
 	}
@@ -109,12 +112,6 @@ func Import(stateDir string, r io.Reader, k *Key) (Dir, *State, error) {
 		}
 	}
 	return d, st, nil
-}
-
-func ensureRoot(stateDir string) string {
-	root := Root(stateDir)
-	_ = os.MkdirAll(root, dirMode)
-	return root
 }
 
 func extract(r io.Reader, dir string) error {

@@ -42,18 +42,17 @@ const FormatVersion = 1
 
 // The files and directories of a state directory.
 const (
-	stateFile       = "state.json"
-	objectsDir      = "objects"
-	managementDir   = "management"
-	valuesFile      = "values.yaml" + sealedSuffix
-	kubeconfigFile  = "kubeconfig"
-	lockFile        = "lock"
-	stagingSuffix   = ".new"
-	replacedSuffix  = ".old"
-	sealedSuffix    = ".age"
-	dirMode         = 0o700
-	fileMode        = 0o600
-	stateDirSubpath = "standalone"
+	stateFile      = "state.json"
+	objectsDir     = "objects"
+	managementDir  = "management"
+	valuesFile     = "values.yaml" + sealedSuffix
+	kubeconfigFile = "kubeconfig"
+	lockFile       = "lock"
+	stagingSuffix  = ".new"
+	replacedSuffix = ".old"
+	sealedSuffix   = ".age"
+	dirMode        = 0o700
+	fileMode       = 0o600
 )
 
 // State is what state.json says of a standalone cluster.
@@ -99,10 +98,18 @@ type ManagementUnit struct {
 	WaitFor []string `json:"wait_for,omitempty"`
 }
 
+// The commands that change a standalone cluster, as its state records them.
+const (
+	CommandCreate  = "create"
+	CommandScale   = "scale"
+	CommandDelete  = "delete"
+	CommandUpgrade = "upgrade"
+)
+
 // Operation is a change under way: set before the temporary management cluster is created,
 // cleared once the state is exported again and the temporary cluster is gone.
 type Operation struct {
-	Command string    `json:"command"` // scale | upgrade | delete
+	Command string    `json:"command"` // one of the Command constants
 	Started time.Time `json:"started"`
 	// Restored is set once the objects are in the temporary management cluster: from then on
 	// that cluster, not the directory, holds the truth, and the objects are never restored again
@@ -126,14 +133,12 @@ type Dir struct {
 	Environment string
 }
 
-// Root is where the states of every standalone cluster live, under the CLI's state directory.
-func Root(stateDir string) string { return filepath.Join(stateDir, stateDirSubpath) }
-
 var safeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
-// DirOf is the state directory of the standalone cluster of an environment. Environments below
-// environment-values/ may be paths: their slashes become "_".
-func DirOf(stateDir, env string) (Dir, error) {
+// DirOf is the state directory of the standalone cluster of an environment, under root (the
+// state directory's statedir.Dir.Standalone). Environments below environment-values/ may be
+// paths: their slashes become "_".
+func DirOf(root, env string) (Dir, error) {
 	parts := strings.Split(strings.Trim(filepath.ToSlash(env), "/"), "/")
 	for _, p := range parts {
 		if !safeName.MatchString(p) {
@@ -141,7 +146,7 @@ func DirOf(stateDir, env string) (Dir, error) {
 		}
 	}
 	flat := strings.Join(parts, "_")
-	return Dir{Path: filepath.Join(Root(stateDir), flat), Environment: env}, nil
+	return Dir{Path: filepath.Join(root, flat), Environment: env}, nil
 }
 
 func (d Dir) file(name string) string { return filepath.Join(d.Path, name) }
@@ -233,9 +238,8 @@ type Entry struct {
 	Err error
 }
 
-// List reads every standalone cluster's state, sorted by environment.
-func List(stateDir string) ([]Entry, error) {
-	root := Root(stateDir)
+// List reads every standalone cluster's state under root, sorted by environment.
+func List(root string) ([]Entry, error) {
 	dirs, err := os.ReadDir(root)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil

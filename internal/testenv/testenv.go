@@ -64,6 +64,8 @@ func Start(t testing.TB, name string) *kube.Cluster {
 		cfg, err = env.Start()
 	}
 	if err != nil {
+		// A start that failed past the processes' launch (the CRDs refused) leaves them running.
+		_ = env.Stop()
 		t.Fatalf("start kube-apiserver and etcd: %v", err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })

@@ -6,6 +6,7 @@ package units
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -42,6 +43,10 @@ type Unit struct {
 	// SuspendForPivot: the pivot suspends the unit before it moves the definitions.
 	SuspendForPivot bool `json:"suspend_for_pivot,omitempty"`
 }
+
+// NeedsOnlyApplied says whether the unit waits for dependency dep only until its objects are
+// applied (one of its AppliedDeps), not until it is ready.
+func (u *Unit) NeedsOnlyApplied(dep string) bool { return slices.Contains(u.AppliedDeps, dep) }
 
 // The kinds of unit: how the chart renders it.
 const (
@@ -255,4 +260,39 @@ func (g *Graph) CriticalPath(weight func(*Unit) float64) []string {
 		path = append([]string{n}, path...)
 	}
 	return path
+}
+
+// DependentsFirst orders a dependency graph (name -> its dependencies) for deletion: batches of
+// names no remaining one depends on, each sorted. A cycle (which the chart refuses) ends in one last batch.
+func DependentsFirst(deps map[string][]string) [][]string {
+	left := map[string]bool{}
+	for n := range deps {
+		left[n] = true
+	}
+	var batches [][]string
+	for len(left) > 0 {
+		needed := map[string]bool{}
+		for n := range left {
+			for _, d := range deps[n] {
+				needed[d] = true
+			}
+		}
+		var batch []string
+		for n := range left {
+			if !needed[n] {
+				batch = append(batch, n)
+			}
+		}
+		if len(batch) == 0 {
+			for n := range left {
+				batch = append(batch, n)
+			}
+		}
+		sort.Strings(batch)
+		for _, n := range batch {
+			delete(left, n)
+		}
+		batches = append(batches, batch)
+	}
+	return batches
 }

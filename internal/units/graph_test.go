@@ -2,6 +2,7 @@ package units
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -67,5 +68,27 @@ func TestPrintersShowEveryUnitAndEdge(t *testing.T) {
 	}
 	if !slices.Equal(g.Dependents("a"), []string{"b", "c"}) {
 		t.Errorf("dependents of a: %v", g.Dependents("a"))
+	}
+}
+
+// Units are deleted dependents first: nothing is deleted while a unit still depends on it.
+func TestUnitsAreDeletedDependentsFirst(t *testing.T) {
+	deps := map[string][]string{
+		"cluster-init":      {},
+		"environment":       {},
+		"cert-manager":      {},
+		"capi":              {"cert-manager"},
+		"cabpk":             {"capi"},
+		"capd":              {"capi"},
+		"workload-clusters": {"capi", "cabpk", "capd"},
+	}
+	got := fmt.Sprint(DependentsFirst(deps))
+	want := "[[cluster-init environment workload-clusters] [cabpk capd] [capi] [cert-manager]]"
+	if got != want {
+		t.Errorf("batches %s, want %s", got, want)
+	}
+	// A cycle still ends.
+	if got := fmt.Sprint(DependentsFirst(map[string][]string{"a": {"b"}, "b": {"a"}, "c": {"a"}})); got != "[[c] [a b]]" {
+		t.Errorf("with a cycle: %s", got)
 	}
 }
