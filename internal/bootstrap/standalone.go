@@ -485,10 +485,7 @@ func Manage(ctx context.Context, mo ManageOptions) (*Result, error) {
 
 // beginOperation records the command in the state, or finds the interrupted one it continues.
 func beginOperation(s *session, d standalone.Dir, st *standalone.State, kind *kindcluster.Manager, m Change) (*standalone.State, bool, error) {
-	exists, err := kind.Exists(st.BootstrapCluster.Name)
-	if err != nil {
-		return st, false, err
-	}
+	exists := func() (bool, error) { return kind.Exists(st.BootstrapCluster.Name) }
 	done, notes, err := d.Begin(st, standalone.Operation{Command: m.Command, Workers: m.Workers, ControlPlane: m.ControlPlane, KubernetesVersion: m.KubernetesVersion}, exists, time.Now())
 	for _, n := range notes {
 		s.out.Log("%s", n)

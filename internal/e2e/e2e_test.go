@@ -192,7 +192,7 @@ func cleanup(t *testing.T, env string) {
 	if _, err := os.Stat(state.Environment(env).ManagementKubeconfig()); err == nil {
 		t.Errorf("cleanup %s left the management kubeconfig", env)
 	}
-	os.RemoveAll(filepath.Dir(filepath.Dir(state.Environment(env).ManagementKubeconfig())))
+	os.RemoveAll(state.Environments())
 }
 
 func kindClusters(t *testing.T) []string {

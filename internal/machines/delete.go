@@ -83,7 +83,7 @@ func DeleteClusters(ctx context.Context, c client.Client, d Deletion) ([]Abandon
 		return len(left) == 0, nil
 	})
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) || wait.Interrupted(err) {
+		if errors.Is(err, context.DeadlineExceeded) {
 			var names []string
 			for _, v := range left {
 				names = append(names, fmt.Sprintf("%s/%s (%d machines)", v.Namespace, v.Name, len(v.Machines)))

@@ -148,6 +148,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	var st appsv1.ApplicationStatus
 	wanted := map[client.ObjectKey]string{} // the Flux objects that run the application, and their kinds
+	renamed := map[string]bool{}            // "<cluster>/<kind>" of the wanted objects: an other object of both is an older name
 	allReady, anyPlaced := true, false
 	for _, t := range targets {
 		if t.missing != "" {
@@ -162,9 +163,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if refused != "" {
 			allReady = false
 			st.Placements = append(st.Placements, appsv1.PlacementStatus{Cluster: clusterName(t.key), State: appsv1.StateFailed, Message: refused})
+			// What runs the application there now stays, and is not shown as leaving.
+			for _, o := range existing {
+				if placedOn(o) == t.key {
+					wanted[client.ObjectKeyFromObject(o)] = o.GetObjectKind().GroupVersionKind().Kind
+				}
+			}
 			continue
 		}
 		wanted[client.ObjectKeyFromObject(obj)] = obj.GetObjectKind().GroupVersionKind().Kind
+		renamed[t.key.String()+"/"+obj.GetObjectKind().GroupVersionKind().Kind] = true
 		ps := placementOf(obj)
 		ps.Cluster = clusterName(t.key)
 		allReady = allReady && ps.State == appsv1.StateReady
@@ -181,6 +189,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		cluster := clusterName(placedOn(o))
 		if removable {
+			// An object of an older name on a cluster that keeps the application in the same form
+			// runs the same release, or applied the objects the new one owns now: suspended first,
+			// Flux neither uninstalls nor prunes it when it goes.
+			if renamed[placedOn(o).String()+"/"+o.GetObjectKind().GroupVersionKind().Kind] {
+				if err := r.suspend(ctx, o); err != nil {
+					return reconcile.Result{}, fmt.Errorf("remove the older %s of application %s from %s: %w", o.GetObjectKind().GroupVersionKind().Kind, appID, cluster, err)
+				}
+			}
 			if err := r.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
 				return reconcile.Result{}, fmt.Errorf("remove application %s from %s: %w", appID, cluster, err)
 			}
@@ -196,6 +212,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		res.RequeueAfter = r.RequeueAfter
 	}
 	return res, err
+}
+
+// suspend suspends a Flux object (Kustomization or HelmRelease).
+func (r *Reconciler) suspend(ctx context.Context, o client.Object) error {
+	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"suspend":true}}`))
+	return client.IgnoreNotFound(r.Client.Patch(ctx, o, patch))
 }
 
 // applicationID is the value of ApplicationLabel for an application.

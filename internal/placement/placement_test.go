@@ -486,7 +486,8 @@ func TestObjectsOfTheOlderNamesAreReplacedMakeBeforeBreak(t *testing.T) {
 	w := &world{t: t, ctx: t.Context(), c: kc.Client, r: &placement.Reconciler{Client: kc.Client, Rules: placement.Rules{
 		Management: client.ObjectKey{Namespace: "cluster-init", Name: "management"}, SelectorNamespaces: []string{"workload-clusters"}}}}
 	w.clusters([]cluster{{"cluster-init", "management", "platform"}, {"workload-clusters", "wl1", "dev"}})
-	old := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: "workload-clusters", Name: "hello-wl1",
+	// With Flux's finalizer, as kustomize-controller leaves it: its deletion can be seen.
+	old := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: "workload-clusters", Name: "hello-wl1", Finalizers: []string{"finalizers.fluxcd.io"},
 		Labels: map[string]string{placement.ApplicationLabel: "cluster-init.hello", placement.ClusterLabel: "workload-clusters.wl1"}},
 		Spec: kustomizev1.KustomizationSpec{SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "cluster-init", Namespace: "cluster-init"}, Path: "./clusters/management/apps/hello/manifests", Interval: metav1.Duration{Duration: time.Minute}}}
 	if err := w.c.Create(w.ctx, old); err != nil {
@@ -502,8 +503,15 @@ func TestObjectsOfTheOlderNamesAreReplacedMakeBeforeBreak(t *testing.T) {
 	}
 	w.flux("workload-clusters", "wl1", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
 	w.reconcile()
-	if err := w.c.Get(w.ctx, client.ObjectKeyFromObject(old), &kustomizev1.Kustomization{}); !apierrors.IsNotFound(err) {
-		t.Errorf("the old object stays once the new one is Ready: %v", err)
+	// Deleted, and suspended first: Flux does not prune what the new object took over (nor
+	// uninstall the release of a chart, which the new object runs now).
+	gone := &kustomizev1.Kustomization{}
+	if err := w.c.Get(w.ctx, client.ObjectKeyFromObject(old), gone); err != nil || gone.DeletionTimestamp.IsZero() || !gone.Spec.Suspend {
+		t.Errorf("the old object once the new one is Ready: deleting %t, suspended %t, %v", !gone.DeletionTimestamp.IsZero(), gone.Spec.Suspend, err)
+	}
+	gone.Finalizers = nil
+	if err := w.c.Update(w.ctx, gone); err != nil {
+		t.Fatal(err)
 	}
 	if st := w.reconcile(); states(st) != "workload-clusters/wl1=Ready" || ready(st).Status != metav1.ConditionTrue {
 		t.Errorf("after the replacement: %s %+v", states(st), ready(st))

@@ -7,10 +7,11 @@ import (
 
 // Begin records in the state the change a command asks for (op: its command and what it asks,
 // Started is set here), or finds the interrupted change it continues, and saves the state.
-// temporaryExists says whether the temporary management cluster (st.BootstrapCluster) exists.
+// temporaryExists says whether the temporary management cluster (st.BootstrapCluster) exists;
+// it is asked only once the state alone has not refused the command.
 // done: the change was complete and kept, only the temporary cluster is left to delete. notes are
 // what the user should be told.
-func (d Dir) Begin(st *State, op Operation, temporaryExists bool, now time.Time) (done bool, notes []string, err error) {
+func (d Dir) Begin(st *State, op Operation, temporaryExists func() (bool, error), now time.Time) (done bool, notes []string, err error) {
 	p := st.Pending
 	if p != nil {
 		switch {
@@ -21,12 +22,16 @@ func (d Dir) Begin(st *State, op Operation, temporaryExists bool, now time.Time)
 		}
 		notes = append(notes, fmt.Sprintf("an interrupted `%s` of %s (started %s) is continued by this command", p.Command, st.Cluster, p.Started.Local().Format(time.DateTime)))
 	}
-	if p != nil && p.Command == CommandDelete && p.Applied && !p.Finished && p.Restored && !temporaryExists {
+	exists, err := temporaryExists()
+	if err != nil {
+		return false, notes, err
+	}
+	if p != nil && p.Command == CommandDelete && p.Applied && !p.Finished && p.Restored && !exists {
 		// Restoring the last export would bring a half-deleted cluster back to life, and its
 		// controllers could create machines before it is deleted again.
 		return false, notes, fmt.Errorf("standalone cluster %s was being deleted and its temporary management cluster %s is gone: not restored from the state, which would bring the cluster back; remove its machines by hand (CAPD: the containers labelled io.x-k8s.kind.cluster=%s), then the state %s", st.Cluster, st.BootstrapCluster.Name, st.Cluster, d.Path)
 	}
-	if p == nil && temporaryExists {
+	if p == nil && exists {
 		return false, notes, fmt.Errorf("kind cluster %s exists and no change of standalone cluster %s is under way: it is not one this command left; delete it (or change bootstrap_cluster.name) first", st.BootstrapCluster.Name, st.Cluster)
 	}
 	if p != nil && p.Finished && p.Command == op.Command {
@@ -38,8 +43,8 @@ func (d Dir) Begin(st *State, op Operation, temporaryExists bool, now time.Time)
 		next.Started = p.Started
 		// The temporary cluster that holds the restored objects holds the truth: they are not
 		// restored again over it.
-		next.Restored = p.Restored && temporaryExists
-		if p.Restored && !temporaryExists {
+		next.Restored = p.Restored && exists
+		if p.Restored && !exists {
 			notes = append(notes, "warning: the temporary management cluster of the interrupted command is gone: the objects are restored from the state exported last")
 		}
 	} else {

@@ -55,7 +55,7 @@ func TestBeginContinuesOrRefusesWhatIsUnderWay(t *testing.T) {
 			before := map[string]string{"m1": "docker:////m1"}
 			st := validState("env", c.pending)
 			st.Machines = before
-			done, notes, err := d.Begin(st, c.ask, c.exists, now)
+			done, notes, err := d.Begin(st, c.ask, func() (bool, error) { return c.exists, nil }, now)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("got %v, want %q", err, c.wantErr)

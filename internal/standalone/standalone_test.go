@@ -250,7 +250,7 @@ func TestExportImport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gotState.Cluster != st.Cluster || got.Path != filepath.Join(other, "standalone", "kubeadm-capd") {
+	if gotState.Cluster != st.Cluster || got.Path != filepath.Join(other, "kubeadm-capd") {
 		t.Errorf("imported %s into %s", gotState.Cluster, got.Path)
 	}
 	files, _ := got.Files()
@@ -300,7 +300,7 @@ func TestDirOfRefusesNamesThatAreNotDirectories(t *testing.T) {
 		}
 	}
 	d, err := DirOf("/state", "workload-clusters/team-a")
-	if err != nil || d.Path != "/state/standalone/workload-clusters_team-a" {
+	if err != nil || d.Path != "/state/workload-clusters_team-a" {
 		t.Errorf("DirOf of a nested environment: %s, %v", d.Path, err)
 	}
 }

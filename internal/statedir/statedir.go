@@ -1,7 +1,7 @@
 // Package statedir owns cluster-init's state directory on the user's machine: where it is, what
 // lives in it, and the version of its layout. Nothing else builds a path in it.
 //
-//	layout                                 the version of this layout (Layout)
+//	layout                                 the version of the layout, when it is not 1 (Layout)
 //	kind/<cluster>/                        the files mounted into a kind cluster's node
 //	environments/<env>/management.kubeconfig   the self-managed (or adopted) management cluster
 //	environments/<env>/clusters/<ns>.<name>.kubeconfig   `bootstrap kubeconfig`'s default output
@@ -19,11 +19,11 @@ import (
 	"strconv"
 	"strings"
 
-	"cluster-init.dev/cluster-init/internal/atomicfile"
 )
 
 // Layout is the version of the layout this build reads and writes. A directory of a newer
-// layout is refused (a newer cluster-init wrote it); an older one is brought to this one by Open.
+// layout is refused (a newer cluster-init wrote it); an older one would be brought to this one by
+// Open.
 const Layout = 1
 
 // Dir is the state directory.
@@ -45,18 +45,16 @@ func Default() (Dir, error) {
 	return Dir{Path: filepath.Join(home, ".local", "state", "cluster-init")}, nil
 }
 
-// Open makes sure the directory exists in this build's layout: a new or empty one is marked with
-// it, a directory without a mark is of layout 1 (the layout before it was versioned), and one
-// of a newer layout is refused.
+// Open opens the directory in this build's layout, writing nothing (a command refused for bad
+// input leaves no state behind): a directory of a newer layout is refused; one without a mark is
+// of layout 1 (the layout before it was versioned, and this one). A build that changes the layout
+// migrates the older ones here, one version at a time, and marks the directory with its own.
 func Open(path string) (Dir, error) {
 	d := Dir{Path: path}
-	if err := os.MkdirAll(path, 0o700); err != nil {
-		return d, fmt.Errorf("state directory %s: %w", path, err)
-	}
 	data, err := os.ReadFile(d.layoutFile())
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return d, d.markLayout()
+		return d, nil
 	case err != nil:
 		return d, fmt.Errorf("state directory %s: %w", path, err)
 	}
@@ -67,18 +65,10 @@ func Open(path string) (Dir, error) {
 	if version > Layout {
 		return d, fmt.Errorf("state directory %s is of layout %d, written by a newer cluster-init; this one reads layout %d: use the newer cluster-init, or another directory (CLUSTER_INIT_STATE_DIR)", path, version, Layout)
 	}
-	// Older layouts are migrated here, one version at a time, when there are any.
 	return d, nil
 }
 
 func (d Dir) layoutFile() string { return filepath.Join(d.Path, "layout") }
-
-func (d Dir) markLayout() error {
-	if err := atomicfile.Write(d.layoutFile(), []byte(strconv.Itoa(Layout)+"\n"), 0o600); err != nil {
-		return fmt.Errorf("state directory %s: %w", d.Path, err)
-	}
-	return nil
-}
 
 // KindClusters is where the files mounted into kind clusters' nodes live, a directory per cluster.
 func (d Dir) KindClusters() string { return filepath.Join(d.Path, "kind") }
@@ -89,9 +79,12 @@ func (d Dir) Standalone() string { return filepath.Join(d.Path, "standalone") }
 // Diagnostics is where the bundles of failed runs are written.
 func (d Dir) Diagnostics() string { return filepath.Join(d.Path, "diagnostics") }
 
+// Environments is where what the directory keeps of each environment lives.
+func (d Dir) Environments() string { return filepath.Join(d.Path, "environments") }
+
 // Environment is what the directory keeps of one environment.
 func (d Dir) Environment(env string) Environment {
-	return Environment{path: filepath.Join(d.Path, "environments", env)}
+	return Environment{path: filepath.Join(d.Environments(), env)}
 }
 
 // Environment is the part of the state directory that belongs to one environment.
