@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
 )
 
 // Layout is the version of the layout this build reads and writes. A directory of a newer
