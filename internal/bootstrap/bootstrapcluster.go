@@ -54,7 +54,7 @@ func ensureBootstrapCluster(ctx context.Context, s *session, plan *render.Result
 		return &bootstrapCluster{cluster: c}, nil
 	}
 
-	cfg := bootstrapClusterConfig(v, env)
+	cfg := bootstrapClusterRecord(v).Kind(env)
 	for _, w := range kindcluster.HostWarnings("/proc/sys") {
 		s.out.Log("warning: %s", w)
 	}

@@ -127,7 +127,7 @@ func exportStandalone(ctx context.Context, s *session, bc *bootstrapCluster, pla
 	st.KubernetesVersion = v.Cluster.KubernetesVersion
 	st.Versions = s.opts.Versions
 	st.Source = sourceWithoutCredentials(plan.Merged["source"])
-	st.BootstrapCluster = bootstrapClusterConfig(v, s.opts.Env.Name)
+	st.BootstrapCluster = bootstrapClusterRecord(v)
 	st.Recipient = k.Recipient()
 	st.Pending = &standalone.Operation{Command: standalone.CommandCreate, Started: time.Now().UTC(), Restored: true, Applied: true}
 	mgmt, err := storeManagement(ctx, s, run.dir, k, plan)
@@ -191,15 +191,14 @@ func sourceWithoutCredentials(v any) map[string]any {
 	return out
 }
 
-func bootstrapClusterConfig(v values.Settings, env string) kindcluster.Config {
+func bootstrapClusterRecord(v values.Settings) standalone.BootstrapCluster {
 	kc := v.BootstrapCluster
-	return kindcluster.Config{
+	return standalone.BootstrapCluster{
 		Name:          kc.Name,
 		NodeImage:     kc.NodeImage,
 		PodSubnet:     kc.PodsCIDR,
 		ServiceSubnet: kc.ServicesCIDR,
 		Mirrors:       v.RegistryMirrors.HostsConfig,
-		Environment:   env,
 	}
 }
 
@@ -495,8 +494,7 @@ func beginOperation(s *session, d standalone.Dir, st *standalone.State, kind *ki
 
 // ensureTemporaryCluster creates (or finds) the temporary management cluster with its CNI.
 func ensureTemporaryCluster(ctx context.Context, s *session, d standalone.Dir, st *standalone.State, kind *kindcluster.Manager) (*kube.Cluster, error) {
-	cfg := st.BootstrapCluster
-	cfg.Environment = st.Environment
+	cfg := st.BootstrapCluster.Kind(st.Environment)
 	if exists, err := kind.Exists(cfg.Name); err != nil {
 		return nil, err
 	} else if exists {

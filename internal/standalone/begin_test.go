@@ -4,14 +4,12 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"cluster-init.dev/cluster-init/internal/kindcluster"
 )
 
 // validState is a state that Load accepts, with the change under way pending.
 func validState(env string, pending *Operation) *State {
 	return &State{Environment: env, Cluster: "solo", Namespace: "cluster-init", Recipient: "age1test", Pending: pending,
-		BootstrapCluster: kindcluster.Config{Name: "bootstrap", NodeImage: "kindest/node:v1.37.0"}, ManagementUnits: []ManagementUnit{{Name: CNIUnit}}}
+		BootstrapCluster: BootstrapCluster{Name: "bootstrap", NodeImage: "kindest/node:v1.37.0"}, ManagementUnits: []ManagementUnit{{Name: CNIUnit}}}
 }
 
 // What a command that changes a standalone cluster does with the change under way, if any, and

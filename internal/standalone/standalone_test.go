@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/secrets"
 )
 
@@ -58,7 +57,7 @@ func newState(t *testing.T, k *Key) (Dir, *State) {
 		t.Fatal(err)
 	}
 	st := &State{Environment: "kubeadm-capd", Cluster: "solo", Namespace: "cluster-init", Recipient: k.Recipient(),
-		BootstrapCluster: kindcluster.Config{Name: "bootstrap", NodeImage: "kindest/node:v1.37.0"},
+		BootstrapCluster: BootstrapCluster{Name: "bootstrap", NodeImage: "kindest/node:v1.37.0"},
 		ManagementUnits:  []ManagementUnit{{Name: CNIUnit}, {Name: "capi", WaitFor: []string{CNIUnit}}}}
 	if err := d.Save(st); err != nil {
 		t.Fatal(err)
@@ -302,5 +301,30 @@ func TestDirOfRefusesNamesThatAreNotDirectories(t *testing.T) {
 	d, err := DirOf("/state", "workload-clusters/team-a")
 	if err != nil || d.Path != "/state/workload-clusters_team-a" {
 		t.Errorf("DirOf of a nested environment: %s, %v", d.Path, err)
+	}
+}
+
+// The bootstrap cluster of a state written by the first format (kindcluster.Config's field names
+// as keys) still reads: state.json's format is its own type's, not kindcluster's.
+func TestTheBootstrapClusterRecordKeepsItsKeys(t *testing.T) {
+	written := `{"Name":"cluster-init-bootstrap","NodeImage":"cluster-init-testbed/kind-node:v1.37.0","PodSubnet":"10.244.0.0/16","ServiceSubnet":"10.96.0.0/16",` +
+		`"Mirrors":{"registry.example":[{"mirror_url":"http://mirror:5000","override_path":true}]},"Environment":"kubeadm-capd"}`
+	var b BootstrapCluster
+	if err := json.Unmarshal([]byte(written), &b); err != nil {
+		t.Fatal(err)
+	}
+	kc := b.Kind("kubeadm-capd")
+	if kc.Name != "cluster-init-bootstrap" || kc.NodeImage != "cluster-init-testbed/kind-node:v1.37.0" || kc.PodSubnet != "10.244.0.0/16" ||
+		kc.ServiceSubnet != "10.96.0.0/16" || len(kc.Mirrors["registry.example"]) != 1 || !kc.Mirrors["registry.example"][0].OverridePath || kc.Environment != "kubeadm-capd" {
+		t.Errorf("read back: %+v", kc)
+	}
+	again, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"Name":`, `"NodeImage":`, `"PodSubnet":`, `"ServiceSubnet":`, `"Mirrors":`} {
+		if !strings.Contains(string(again), key) {
+			t.Errorf("written again without %s: %s", key, again)
+		}
 	}
 }

@@ -31,6 +31,7 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/atomicfile"
 	"cluster-init.dev/cluster-init/internal/kindcluster"
+	"cluster-init.dev/cluster-init/internal/registrymirror"
 )
 
 // CNIUnit is the first management unit: the temporary cluster's pod network.
@@ -71,7 +72,7 @@ type State struct {
 	// Source is what the cluster's units were read from (type, url, ref).
 	Source map[string]any `json:"source,omitempty"`
 	// BootstrapCluster is the kind cluster a command brings back to manage the cluster.
-	BootstrapCluster kindcluster.Config `json:"bootstrap_cluster"`
+	BootstrapCluster BootstrapCluster `json:"bootstrap_cluster"`
 	// ManagementUnits are what the temporary management cluster runs (the files of
 	// management/), in the order they are applied.
 	ManagementUnits []ManagementUnit `json:"management_units"`
@@ -125,6 +126,22 @@ type Operation struct {
 	ControlPlane *int `json:"control_plane,omitempty"`
 	// KubernetesVersion is the version an upgrade asks for.
 	KubernetesVersion string `json:"kubernetes_version,omitempty"`
+}
+
+// BootstrapCluster is the kind cluster a command brings back to manage a standalone cluster, as
+// state.json records it: a type of the file format, so that a change of kindcluster's own
+// Config does not change what a state reads (its keys are those the first format wrote).
+type BootstrapCluster struct {
+	Name          string                `json:"Name"`
+	NodeImage     string                `json:"NodeImage"`
+	PodSubnet     string                `json:"PodSubnet,omitempty"`
+	ServiceSubnet string                `json:"ServiceSubnet,omitempty"`
+	Mirrors       registrymirror.Config `json:"Mirrors,omitempty"`
+}
+
+// Kind is the configuration of the kind cluster, for the environment env.
+func (b BootstrapCluster) Kind(env string) kindcluster.Config {
+	return kindcluster.Config{Name: b.Name, NodeImage: b.NodeImage, PodSubnet: b.PodSubnet, ServiceSubnet: b.ServiceSubnet, Mirrors: b.Mirrors, Environment: env}
 }
 
 // Dir is a standalone cluster's state directory.
