@@ -45,8 +45,9 @@ import (
 const (
 	// ApplicationLabel marks the Flux objects of an application: "<namespace>.<name>".
 	ApplicationLabel = "apps.cluster-init.dev/application"
-	// ClusterLabel is the name of the Cluster a Flux object runs the application on; the object
-	// is in the Cluster's namespace.
+	// ClusterLabel is the name of the Cluster a Flux object runs the application on (the object is
+	// in the Cluster's namespace), for people selecting them; the controller reads the cluster
+	// from the kubeconfig the object applies through (placedOn).
 	ClusterLabel = "apps.cluster-init.dev/cluster"
 	// Finalizer keeps an Application until its Kustomizations, in the clusters' namespaces (no
 	// owner reference reaches there), are deleted.
@@ -148,7 +149,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	var st appsv1.ApplicationStatus
 	wanted := map[client.ObjectKey]string{} // the Flux objects that run the application, and their kinds
-	renamed := map[string]bool{}            // "<cluster>/<kind>" of the wanted objects: an other object of both is an older name
+	renamed := map[placedKind]bool{}        // the clusters and kinds of the wanted objects: another object of both is of an older name
 	allReady, anyPlaced := true, false
 	for _, t := range targets {
 		if t.missing != "" {
@@ -172,7 +173,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			continue
 		}
 		wanted[client.ObjectKeyFromObject(obj)] = obj.GetObjectKind().GroupVersionKind().Kind
-		renamed[t.key.String()+"/"+obj.GetObjectKind().GroupVersionKind().Kind] = true
+		renamed[placedKind{t.key, obj.GetObjectKind().GroupVersionKind().Kind}] = true
 		ps := placementOf(obj)
 		ps.Cluster = clusterName(t.key)
 		allReady = allReady && ps.State == appsv1.StateReady
@@ -192,7 +193,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			// An object of an older name on a cluster that keeps the application in the same form
 			// runs the same release, or applied the objects the new one owns now: suspended first,
 			// Flux neither uninstalls nor prunes it when it goes.
-			if renamed[placedOn(o).String()+"/"+o.GetObjectKind().GroupVersionKind().Kind] {
+			if renamed[placedKind{placedOn(o), o.GetObjectKind().GroupVersionKind().Kind}] {
 				if err := r.suspend(ctx, o); err != nil {
 					return reconcile.Result{}, fmt.Errorf("remove the older %s of application %s from %s: %w", o.GetObjectKind().GroupVersionKind().Kind, appID, cluster, err)
 				}
@@ -223,10 +224,31 @@ func (r *Reconciler) suspend(ctx context.Context, o client.Object) error {
 // applicationID is the value of ApplicationLabel for an application.
 func applicationID(app *appsv1.Application) string { return app.Namespace + "." + app.Name }
 
-// placedOn is the Cluster a Flux object of an application runs it on. Objects placed before the
-// label held the name alone carry "<namespace>.<name>".
+// placedKind is a cluster and the kind of Flux object that runs an application there.
+type placedKind struct {
+	cluster client.ObjectKey
+	kind    string
+}
+
+// kubeconfigSecret is the Secret with the kubeconfig Cluster API writes for a cluster, in its
+// namespace.
+func kubeconfigSecret(cluster string) string { return cluster + "-kubeconfig" }
+
+// placedOn is the Cluster a Flux object of an application runs it on: the one whose kubeconfig
+// it applies through (whatever its name and labels, which changed over time).
 func placedOn(o client.Object) client.ObjectKey {
-	return client.ObjectKey{Namespace: o.GetNamespace(), Name: strings.TrimPrefix(o.GetLabels()[ClusterLabel], o.GetNamespace()+".")}
+	var ref *meta.KubeConfigReference
+	switch f := o.(type) {
+	case *kustomizev1.Kustomization:
+		ref = f.Spec.KubeConfig
+	case *helmv2.HelmRelease:
+		ref = f.Spec.KubeConfig
+	}
+	name := ""
+	if ref != nil && ref.SecretRef != nil {
+		name = strings.TrimSuffix(ref.SecretRef.Name, kubeconfigSecret(""))
+	}
+	return client.ObjectKey{Namespace: o.GetNamespace(), Name: name}
 }
 
 // resolve turns a placement into clusters: each named one (found or not) and each the selector
@@ -321,7 +343,7 @@ func (r *Reconciler) apply(ctx context.Context, app *appsv1.Application, cluster
 		Name: ObjectName(client.ObjectKeyFromObject(app), cluster), Namespace: cluster.Namespace,
 		Labels: map[string]string{ApplicationLabel: applicationID(app), ClusterLabel: cluster.Name},
 	}
-	kubeConfig := &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: cluster.Name + "-kubeconfig", Key: "value"}}
+	kubeConfig := &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: kubeconfigSecret(cluster.Name), Key: "value"}}
 	if spec.Chart != nil {
 		values, err := clusterValues(spec.Chart.Values, cluster)
 		if err != nil {

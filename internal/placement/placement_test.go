@@ -489,7 +489,8 @@ func TestObjectsOfTheOlderNamesAreReplacedMakeBeforeBreak(t *testing.T) {
 	// With Flux's finalizer, as kustomize-controller leaves it: its deletion can be seen.
 	old := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: "workload-clusters", Name: "hello-wl1", Finalizers: []string{"finalizers.fluxcd.io"},
 		Labels: map[string]string{placement.ApplicationLabel: "cluster-init.hello", placement.ClusterLabel: "workload-clusters.wl1"}},
-		Spec: kustomizev1.KustomizationSpec{SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "cluster-init", Namespace: "cluster-init"}, Path: "./clusters/management/apps/hello/manifests", Interval: metav1.Duration{Duration: time.Minute}}}
+		Spec: kustomizev1.KustomizationSpec{SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "cluster-init", Namespace: "cluster-init"}, Path: "./clusters/management/apps/hello/manifests", Interval: metav1.Duration{Duration: time.Minute},
+			KubeConfig: &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "wl1-kubeconfig", Key: "value"}}}}
 	if err := w.c.Create(w.ctx, old); err != nil {
 		t.Fatal(err)
 	}
