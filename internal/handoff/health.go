@@ -9,53 +9,39 @@ import (
 
 	"github.com/fluxcd/cli-utils/pkg/object"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
-	"github.com/fluxcd/pkg/apis/meta"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/readiness"
 )
 
-// A unit in its health check is looked at by kustomize-controller every 5 s, a fixed interval: the
-// next unit would start on average 2.5 s after the objects turned ready, at each level of the
-// graph. Both Fluxes run with CancelHealthCheckOnNewRevision, under which a reconcile request
-// interrupts a running health check and the check of the new reconciliation passes at its first
-// look. HealthChecks looks at the objects a check waits for every second and asks for that
-// reconciliation when all of them are ready: a hint, never a verdict, since Flux checks again
-// with its own rules.
+// A unit in its health check waits until Flux looks at its objects again and finds them ready;
+// the next unit starts only then. Both Fluxes run with CancelHealthCheckOnNewRevision, under
+// which a reconcile request (reconcile.fluxcd.io/requestedAt) interrupts a running health check,
+// and the check of the reconciliation it starts passes at its first look. HealthChecks looks at
+// the objects a check waits for every second and asks for that reconciliation once all of them
+// are ready: a hint, never a verdict, since Flux checks again with its own rules.
+//
+// What it reads is Flux's documented interface only: the Ready and Healthy conditions' statuses,
+// reasons and transition times, spec.wait, spec.healthChecks, spec.healthCheckExprs and the
+// inventory. It makes no guess at when Flux looks next; its own bounds (below) keep a hint from
+// costing more than it can save, whatever Flux's timing, and ci/bench.sh measures what it saves.
 
 // healthInterval is how often the objects of a unit in its health check are looked at.
 const healthInterval = time.Second
 
-// healthSettle is how old a health check must be before it is interrupted: Flux's first look,
-// right as the check starts, passes by itself for objects already ready.
+// healthSettle is how long a check must have run before objects that were ready at every look of
+// ours are taken to wait for Flux's next look: a check whose objects are ready passes at once.
 const healthSettle = 2 * time.Second
 
-// fluxHealthInterval is kustomize-controller's fixed interval between two looks of a health check.
-const fluxHealthInterval = 5 * time.Second
+// maxApplyToInterrupt is the longest apply a hint may cost: the reconciliation a request starts
+// applies the unit again (a server-side dry run of every object, heavy for large CRDs) before its
+// check. A unit whose apply took longer (capi, cabpk: up to 7 s on a busy management cluster) is
+// left to Flux's own looks.
+const maxApplyToInterrupt = 2 * time.Second
 
-// lookSpan is when a look of Flux's may be under way after start + k·fluxHealthInterval: the start
-// is known to the second, and a look at many objects on a busy cluster took up to half a second.
-const lookSpan = 1500 * time.Millisecond
-
-// The reconciliation a request starts applies the unit again (a server-side dry run of every
-// object, heavy for large CRDs) before its check: worth it only if Flux's own next look is further
-// away than that. Its cost is taken from the apply of the reconciliation being checked, within
-// these bounds. A unit at the upper bound (large CRDs: capi, cabpk) is left to Flux: its next look
-// is never further than fluxHealthInterval − lookSpan, and on a busy management cluster its
-// re-apply was seen to take 7 s.
-const (
-	minReapply = 500 * time.Millisecond
-	maxReapply = 3 * time.Second
-)
-
-// maxHealthRequests bounds the requests for one unit until it is seen ready: a hint that turns
-// out early (an object this side does not look at) costs Flux a reconciliation each time.
-const maxHealthRequests = 3
-
-// HealthChecks follows the units in their health check, one goroutine each.
+// HealthChecks follows the units in their health check, one goroutine each, and asks for a
+// reconciliation at most once per reconciliation of a unit.
 type HealthChecks struct {
 	cluster  *kube.Cluster
 	interval time.Duration
@@ -66,13 +52,9 @@ type HealthChecks struct {
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
 	watching map[string]bool
-	asked    map[string]healthRequests
+	// followed is, for each unit, the start of the last reconciliation followed.
+	followed map[string]time.Time
 	remotes  map[string]*kube.Cluster // by kubeconfig Secret namespace/name@resourceVersion
-}
-
-type healthRequests struct {
-	last  time.Time
-	count int
 }
 
 // NewHealthChecks follows the units of cluster until Stop.
@@ -80,12 +62,13 @@ func NewHealthChecks(ctx context.Context, cluster *kube.Cluster) *HealthChecks {
 	ctx, stop := context.WithCancel(ctx)
 	return &HealthChecks{
 		cluster: cluster, interval: healthInterval, now: time.Now, ctx: ctx, stop: stop,
-		watching: map[string]bool{}, asked: map[string]healthRequests{}, remotes: map[string]*kube.Cluster{},
+		watching: map[string]bool{}, followed: map[string]time.Time{}, remotes: map[string]*kube.Cluster{},
 	}
 }
 
-// Follow starts following the units of u that are in their health check and not followed yet.
-// A followed unit whose check ends (passes, fails, is interrupted) is let go by its goroutine.
+// Follow starts following the units of u whose reconciliation runs its health check and was not
+// followed yet. A followed unit whose check ends (passes, fails, is interrupted) is let go by its
+// goroutine.
 func (h *HealthChecks) Follow(u readiness.Units) {
 	if u.Graph == nil {
 		return
@@ -94,22 +77,19 @@ func (h *HealthChecks) Follow(u readiness.Units) {
 	defer h.mu.Unlock()
 	for _, name := range u.Graph.Order {
 		ks := u.Kustomizations[name]
-		if u.Status(name).State == readiness.Ready {
-			delete(h.asked, name)
+		check := readiness.HealthCheckOf(ks)
+		if !check.Running || h.watching[name] || h.ctx.Err() != nil || h.followed[name].Equal(check.Applying) {
 			continue
 		}
-		in, since := readiness.InHealthCheck(ks)
-		if !in || h.watching[name] || h.ctx.Err() != nil {
-			continue
-		}
-		if a := h.asked[name]; a.count >= maxHealthRequests || h.now().Sub(a.last) < minGap {
+		if check.ApplyTook() > maxApplyToInterrupt {
 			continue
 		}
 		h.watching[name] = true
+		h.followed[name] = check.Applying
 		h.wg.Add(1)
 		go func() {
 			defer h.wg.Done()
-			h.follow(h.ctx, name, ks.DeepCopy(), since)
+			h.follow(h.ctx, ks.DeepCopy(), check)
 			h.mu.Lock()
 			delete(h.watching, name)
 			h.mu.Unlock()
@@ -123,10 +103,10 @@ func (h *HealthChecks) Stop() {
 	h.wg.Wait()
 }
 
-// follow waits until the objects the health check of ks waits for are ready, then, if the check
-// is still running, asks Flux for a reconciliation. Failures end the hint silently: Flux's own
+// follow waits until the objects the health check of ks waits for are ready, then, if the same
+// check still runs, asks Flux for a reconciliation. Failures end the hint silently: Flux's own
 // check goes on regardless.
-func (h *HealthChecks) follow(ctx context.Context, unit string, ks *kustomizev1.Kustomization, since time.Time) {
+func (h *HealthChecks) follow(ctx context.Context, ks *kustomizev1.Kustomization, check readiness.HealthCheck) {
 	ids, err := readiness.HealthChecked(ks)
 	if err != nil {
 		return
@@ -150,77 +130,43 @@ func (h *HealthChecks) follow(ctx context.Context, unit string, ks *kustomizev1.
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if in, _ := h.inHealthCheck(ctx, ks); !in {
+				if _, still := h.stillChecking(ctx, ks, check); !still {
 					cancel()
 					return
 				}
 			}
 		}
 	}()
-	if err := readiness.WaitHealthy(ctx, c, ks, ids, h.interval); err != nil {
+	waited, err := readiness.WaitHealthy(ctx, c, ks, ids, h.interval)
+	if err != nil {
 		return
 	}
-	if wait := healthSettle - h.now().Sub(since); wait > 0 {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
+	if !waited {
+		// Ready at every look of ours: Flux's check passes at its own look unless it has already
+		// run past it.
+		if wait := healthSettle - h.now().Sub(check.Checking); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
 		}
 	}
-	in, current := h.inHealthCheck(ctx, ks)
-	if !in || !worthAsking(current, h.now()) {
+	current, still := h.stillChecking(ctx, ks, check)
+	if !still {
 		return
 	}
-	now := h.now()
-	if _, err := RequestReconcile(ctx, h.cluster.Client, current, now); err != nil {
-		return
-	}
-	h.mu.Lock()
-	a := h.asked[unit]
-	h.asked[unit] = healthRequests{last: now, count: a.count + 1}
-	h.mu.Unlock()
+	_, _ = RequestReconcile(ctx, h.cluster.Client, current, h.now())
 }
 
-// inHealthCheck reads ks again and tells whether its check is still running.
-func (h *HealthChecks) inHealthCheck(ctx context.Context, ks *kustomizev1.Kustomization) (bool, *kustomizev1.Kustomization) {
+// stillChecking reads ks again and tells whether the check of the same reconciliation still runs.
+func (h *HealthChecks) stillChecking(ctx context.Context, ks *kustomizev1.Kustomization, check readiness.HealthCheck) (*kustomizev1.Kustomization, bool) {
 	current := &kustomizev1.Kustomization{}
 	if err := h.cluster.Client.Get(ctx, client.ObjectKeyFromObject(ks), current); err != nil {
-		return false, nil
+		return nil, false
 	}
-	in, _ := readiness.InHealthCheck(current)
-	return in && current.Generation == ks.Generation, current
-}
-
-// worthAsking tells whether interrupting the health check of ks at now makes it pass sooner than
-// Flux's next look: false when that look is under way, or comes before a new reconciliation would
-// have applied the unit again. The cluster records the check's start to the second, and a look at
-// many objects on a busy cluster takes up to half a second, so each look falls within lookSpan
-// after start + k·5 s (a request in the middle of a look that passes costs a whole re-apply). When
-// the conditions cannot place the check (one started again after an interruption keeps its older
-// transition time), it is worth asking.
-func worthAsking(ks *kustomizev1.Kustomization, now time.Time) bool {
-	healthy := apimeta.FindStatusCondition(ks.Status.Conditions, meta.HealthyCondition)
-	// Ready turns Unknown when the reconciliation starts applying and stays so through the
-	// check; Reconciling may turn again when the check starts, which would hide the apply's cost.
-	ready := apimeta.FindStatusCondition(ks.Status.Conditions, meta.ReadyCondition)
-	if healthy == nil || ready == nil || ready.Status != metav1.ConditionUnknown {
-		return true
-	}
-	checkStart, applyStart := healthy.LastTransitionTime.Time, ready.LastTransitionTime.Time
-	if checkStart.Before(applyStart) || now.Sub(checkStart) > time.Minute {
-		return true
-	}
-	reapply := min(max(checkStart.Sub(applyStart), minReapply), maxReapply)
-	// The first look whose span has not passed yet.
-	k := (now.Sub(checkStart)-lookSpan)/fluxHealthInterval + 1
-	if now.Sub(checkStart) < lookSpan {
-		k = 0
-	}
-	nextLook := checkStart.Add(k * fluxHealthInterval)
-	if !now.Before(nextLook) {
-		return false
-	}
-	return nextLook.Sub(now) > reapply+500*time.Millisecond
+	now := readiness.HealthCheckOf(current)
+	return current, now.Running && now.Applying.Equal(check.Applying) && current.Generation == ks.Generation
 }
 
 // clusterOf is the cluster the objects of ks are in: the followed cluster, or the one its

@@ -16,20 +16,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/handoff"
+	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/readiness"
 	"cluster-init.dev/cluster-init/internal/testenv"
 	"cluster-init.dev/cluster-init/internal/units"
 )
 
-// inHealthCheck is the status kustomize-controller writes while it waits in a health check.
-func inHealthCheck(since time.Time) kustomizev1.KustomizationStatus {
+// inHealthCheck is the status kustomize-controller writes while a reconciliation that started
+// applying at applying waits in the health check it started at checking.
+func inHealthCheck(applying, checking time.Time) kustomizev1.KustomizationStatus {
 	msg := "Running health checks for revision main@sha1:0 with a timeout of 5m0s"
 	return kustomizev1.KustomizationStatus{
 		ObservedGeneration: 1,
 		Conditions: []metav1.Condition{
-			{Type: meta.ReadyCondition, Status: metav1.ConditionUnknown, Reason: meta.ProgressingReason, Message: "Reconciliation in progress", LastTransitionTime: metav1.NewTime(since)},
-			{Type: meta.ReconcilingCondition, Status: metav1.ConditionTrue, Reason: meta.ProgressingReason, Message: msg, LastTransitionTime: metav1.NewTime(since)},
-			{Type: meta.HealthyCondition, Status: metav1.ConditionUnknown, Reason: meta.ProgressingReason, Message: msg, LastTransitionTime: metav1.NewTime(since)},
+			{Type: meta.ReadyCondition, Status: metav1.ConditionUnknown, Reason: meta.ProgressingReason, Message: "Reconciliation in progress", LastTransitionTime: metav1.NewTime(applying)},
+			{Type: meta.ReconcilingCondition, Status: metav1.ConditionTrue, Reason: meta.ProgressingReason, Message: msg, LastTransitionTime: metav1.NewTime(checking)},
+			{Type: meta.HealthyCondition, Status: metav1.ConditionUnknown, Reason: meta.ProgressingReason, Message: msg, LastTransitionTime: metav1.NewTime(checking)},
 		},
 	}
 }
@@ -100,7 +102,7 @@ func TestHealthChecksAskFluxOnceTheObjectsAreReady(t *testing.T) {
 		if err := c.Client.Create(ctx, ks); err != nil {
 			t.Fatal(err)
 		}
-		ks.Status = inHealthCheck(started)
+		ks.Status = inHealthCheck(started, started)
 		if ks.Name == "apps" {
 			ks.Status.Inventory = &kustomizev1.ResourceInventory{Entries: []kustomizev1.ResourceRef{
 				{ID: ns + "_web_apps_Deployment", Version: "v1"},
@@ -119,26 +121,9 @@ func TestHealthChecksAskFluxOnceTheObjectsAreReady(t *testing.T) {
 		},
 		Order: []string{"apps", "cluster"},
 	}
-	follow := func(h *handoff.HealthChecks) {
-		t.Helper()
-		u, err := readiness.ReadUnits(ctx, c.Client, ns)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.Graph = g
-		h.Follow(u)
-	}
+	follow := func(h *handoff.HealthChecks) { followUnits(t, c, ns, g, h) }
 	requested := func(name string) string { return requestedAt(t, c.Client, ns, name) }
-	waitRequested := func(name string) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for requested(name) == "" {
-			if time.Now().After(deadline) {
-				t.Fatalf("unit %s was not asked to reconcile within 10s of its objects turning ready", name)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	waitRequested := func(name string) { waitRequested(t, c, ns, name, 10*time.Second) }
 
 	h := handoff.NewHealthChecks(ctx, c)
 	defer h.Stop()
@@ -211,4 +196,144 @@ func TestHealthChecksAskFluxOnceTheObjectsAreReady(t *testing.T) {
 	if requested("apps") != "" {
 		t.Error("a ready unit was asked to reconcile")
 	}
+}
+
+// The bounds of a hint, read from the conditions alone: one request per reconciliation; none for
+// the check that follows an interrupted one (it cannot be placed), none for a unit whose apply
+// took longer than a hint may cost; objects ready at every look are asked for only once the check
+// has run long enough that Flux's own first look is past.
+func TestHealthChecksAskAtMostOncePerReconciliation(t *testing.T) {
+	c := testenv.Start(t, "health-bounds")
+	ctx := t.Context()
+	const ns = "cluster-init"
+	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	// A Service is ready once it exists (kstatus): every check below waits for objects that are
+	// ready at once.
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+	}
+	if err := c.Client.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	src := kustomizev1.CrossNamespaceSourceReference{Kind: "OCIRepository", Name: "src"}
+	unit := func(name string) *kustomizev1.Kustomization {
+		return &kustomizev1.Kustomization{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: kustomizev1.KustomizationSpec{
+				Interval: metav1.Duration{Duration: time.Hour}, Path: "./" + name, SourceRef: src,
+				HealthChecks: []meta.NamespacedObjectKindReference{{APIVersion: "v1", Kind: "Service", Name: "web", Namespace: ns}},
+			},
+		}
+	}
+	now := time.Now().Truncate(time.Second)
+	statuses := map[string]kustomizev1.KustomizationStatus{
+		// Its check starts right before it is followed (below): asked only once healthSettle has
+		// passed.
+		"fresh": {},
+		// Applied in 1s, checking for a minute: asked at once.
+		"waiting": inHealthCheck(now.Add(-61*time.Second), now.Add(-time.Minute)),
+		// The apply took 5s: a second apply would cost more than a hint saves.
+		"heavy": inHealthCheck(now.Add(-65*time.Second), now.Add(-time.Minute)),
+		// Healthy is older than the reconciliation: the check of the reconciliation that follows
+		// an interrupted one, or its apply.
+		"after-interrupt": inHealthCheck(now.Add(-10*time.Second), now.Add(-time.Minute)),
+	}
+	g := &units.Graph{Units: map[string]*units.Unit{}}
+	for name, st := range statuses {
+		ks := unit(name)
+		if err := c.Client.Create(ctx, ks); err != nil {
+			t.Fatal(err)
+		}
+		ks.Status = st
+		if err := c.Client.Status().Update(ctx, ks); err != nil {
+			t.Fatal(err)
+		}
+		g.Units[name] = &units.Unit{Name: name, Enabled: true, Object: name, Kind: units.KindKustomization}
+		g.Order = append(g.Order, name)
+	}
+	follow := func(h *handoff.HealthChecks) { followUnits(t, c, ns, g, h) }
+	requested := func(name string) string { return requestedAt(t, c.Client, ns, name) }
+	waitRequested := func(name string, within time.Duration) time.Time { return waitRequested(t, c, ns, name, within) }
+	fresh := &kustomizev1.Kustomization{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "fresh"}, fresh); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	// The cluster records the check's start to the second: at most a second before started.
+	fresh.Status = inHealthCheck(started.Truncate(time.Second), started.Truncate(time.Second))
+	if err := c.Client.Status().Update(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	h := handoff.NewHealthChecks(ctx, c)
+	defer h.Stop()
+	follow(h)
+
+	asked := waitRequested("fresh", 5*time.Second)
+	if early := asked.Sub(started); early < time.Second {
+		t.Errorf("unit fresh was asked %s after its check started, before Flux's own first look could pass it", early.Round(100*time.Millisecond))
+	}
+	waitRequested("waiting", 5*time.Second)
+	time.Sleep(3 * time.Second)
+	for _, name := range []string{"heavy", "after-interrupt"} {
+		if requested(name) != "" {
+			t.Errorf("unit %s was asked to reconcile", name)
+		}
+	}
+
+	// The same reconciliation, looked at again after the request: not asked a second time.
+	clear := func(name string) *kustomizev1.Kustomization {
+		t.Helper()
+		ks := &kustomizev1.Kustomization{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ks); err != nil {
+			t.Fatal(err)
+		}
+		delete(ks.Annotations, meta.ReconcileRequestAnnotation)
+		if err := c.Client.Update(ctx, ks); err != nil {
+			t.Fatal(err)
+		}
+		return ks
+	}
+	clear("waiting")
+	follow(h)
+	time.Sleep(3 * time.Second)
+	if requested("waiting") != "" {
+		t.Error("unit waiting was asked twice in one reconciliation")
+	}
+
+	// A new reconciliation of it, waiting in its check: asked again.
+	ks := clear("waiting")
+	later := time.Now().Truncate(time.Second)
+	ks.Status = inHealthCheck(later.Add(-4*time.Second), later.Add(-3*time.Second))
+	if err := c.Client.Status().Update(ctx, ks); err != nil {
+		t.Fatal(err)
+	}
+	follow(h)
+	waitRequested("waiting", 5*time.Second)
+}
+
+// followUnits has h look at the units of namespace, with the graph g.
+func followUnits(t *testing.T, c *kube.Cluster, namespace string, g *units.Graph, h *handoff.HealthChecks) {
+	t.Helper()
+	u, err := readiness.ReadUnits(t.Context(), c.Client, namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Graph = g
+	h.Follow(u)
+}
+
+// waitRequested waits until unit name is asked to reconcile, and says when it saw it.
+func waitRequested(t *testing.T, c *kube.Cluster, namespace, name string, within time.Duration) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for requestedAt(t, c.Client, namespace, name) == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("unit %s was not asked to reconcile within %s", name, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return time.Now()
 }

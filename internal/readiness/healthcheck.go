@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling/collector"
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling/engine"
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling/event"
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/fluxcd/cli-utils/pkg/object"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
@@ -24,28 +24,38 @@ import (
 	"cluster-init.dev/cluster-init/internal/kube"
 )
 
-// healthCheckMessage begins what kustomize-controller says in the Reconciling condition while it
-// waits in a health check ("Running health checks for revision R with a timeout of T").
-const healthCheckMessage = "Running health checks for revision "
+// HealthCheck is what the conditions of a Kustomization say of the health check of the
+// reconciliation under way, read only from the fields Flux documents (condition types, statuses,
+// reasons and transition times; never a message).
+type HealthCheck struct {
+	// Running: the reconciliation under way waits in its health check. Flux marks Ready Unknown
+	// when a reconciliation starts applying and Healthy Unknown (reason Progressing) when its
+	// check starts. A check interrupted by a request leaves Healthy as it was while the next
+	// reconciliation applies again; that reconciliation's own check then keeps Healthy's older
+	// transition time, so it cannot be told from the apply before it: neither counts as running.
+	Running bool
+	// Applying is when the reconciliation started (Ready's transition to Unknown) and Checking
+	// when its check did (Healthy's), both to the second as the cluster records them.
+	Applying, Checking time.Time
+}
 
-// InHealthCheck tells whether Flux is waiting in the health check of ks, and since when the
-// cluster says it is (the time is second-grained and, after an interrupted check, older than the
-// check running now). After an interrupted check the Healthy condition stays as the check left it
-// while the next reconciliation applies the unit again: only the Reconciling condition's message
-// tells that apply from the check that follows it.
-func InHealthCheck(ks *kustomizev1.Kustomization) (bool, time.Time) {
+// ApplyTook is how long the reconciliation applied the unit before its check started.
+func (h HealthCheck) ApplyTook() time.Duration { return h.Checking.Sub(h.Applying) }
+
+// HealthCheckOf reads the health check of ks's reconciliation under way.
+func HealthCheckOf(ks *kustomizev1.Kustomization) HealthCheck {
 	if ks == nil || ks.Spec.Suspend {
-		return false, time.Time{}
+		return HealthCheck{}
 	}
-	h := apimeta.FindStatusCondition(ks.Status.Conditions, meta.HealthyCondition)
-	if h == nil || h.Status != metav1.ConditionUnknown || h.Reason != meta.ProgressingReason {
-		return false, time.Time{}
+	healthy := apimeta.FindStatusCondition(ks.Status.Conditions, meta.HealthyCondition)
+	ready := apimeta.FindStatusCondition(ks.Status.Conditions, meta.ReadyCondition)
+	if healthy == nil || ready == nil || ready.Status != metav1.ConditionUnknown ||
+		healthy.Status != metav1.ConditionUnknown || healthy.Reason != meta.ProgressingReason {
+		return HealthCheck{}
 	}
-	r := apimeta.FindStatusCondition(ks.Status.Conditions, meta.ReconcilingCondition)
-	if r == nil || r.Status != metav1.ConditionTrue || !strings.HasPrefix(r.Message, healthCheckMessage) {
-		return false, time.Time{}
-	}
-	return true, h.LastTransitionTime.Time
+	h := HealthCheck{Applying: ready.LastTransitionTime.Time, Checking: healthy.LastTransitionTime.Time}
+	h.Running = !h.Checking.Before(h.Applying)
+	return h
 }
 
 // HealthChecked lists the objects the health check of ks waits for, as kustomize-controller
@@ -82,17 +92,18 @@ func HealthChecked(ks *kustomizev1.Kustomization) (object.ObjMetadataSet, error)
 // WaitHealthy waits until the health check of ks would pass for ids: the status readers
 // kustomize-controller checks with (kstatus, Flux's Job reader, under which a Job is ready once
 // complete, and the Kustomization's own CEL expressions), looked at every interval. Objects that
-// cannot be read are pending, not an error.
-func WaitHealthy(ctx context.Context, c *kube.Cluster, ks *kustomizev1.Kustomization, ids object.ObjMetadataSet, interval time.Duration) error {
+// cannot be read are pending, not an error. waited tells whether a look found one of them not
+// ready (a check that finds them ready at its first look needs no help).
+func WaitHealthy(ctx context.Context, c *kube.Cluster, ks *kustomizev1.Kustomization, ids object.ObjMetadataSet, interval time.Duration) (waited bool, err error) {
 	if len(ids) == 0 {
-		return nil
+		return false, nil
 	}
 	// In kustomize-controller's order (getClientAndPoller).
 	readers := []engine.StatusReader{statusreaders.NewCustomJobStatusReader(c.Mapper)}
 	if len(ks.Spec.HealthCheckExprs) > 0 {
 		reader, err := cel.NewStatusReader(ks.Spec.HealthCheckExprs)
 		if err != nil {
-			return fmt.Errorf("Kustomization %s: health check expressions: %w", ks.Name, err)
+			return false, fmt.Errorf("Kustomization %s: health check expressions: %w", ks.Name, err)
 		}
 		readers = append(readers, reader(c.Mapper))
 	}
@@ -100,9 +111,14 @@ func WaitHealthy(ctx context.Context, c *kube.Cluster, ks *kustomizev1.Kustomiza
 	defer cancel()
 	poller := polling.NewStatusPoller(c.Client, c.Mapper, polling.Options{CustomStatusReaders: readers})
 	coll := collector.NewResourceStatusCollector(ids)
-	var healthy atomic.Bool
+	var healthy, notReady atomic.Bool
 	done := coll.ListenWithObserver(poller.Poll(ctx, ids, polling.PollOptions{PollInterval: interval}),
 		collector.ObserverFunc(func(rsc *collector.ResourceStatusCollector, _ event.Event) {
+			for _, rs := range rsc.ResourceStatuses {
+				if rs != nil && rs.Status != status.CurrentStatus {
+					notReady.Store(true)
+				}
+			}
 			if pending, _ := pendingOf(rsc); len(pending) == 0 {
 				healthy.Store(true)
 				cancel()
@@ -110,10 +126,10 @@ func WaitHealthy(ctx context.Context, c *kube.Cluster, ks *kustomizev1.Kustomiza
 		}))
 	res := <-done
 	if healthy.Load() {
-		return nil
+		return notReady.Load(), nil
 	}
 	if res.Err != nil && !errors.Is(res.Err, context.Canceled) {
-		return fmt.Errorf("%s cluster: the objects of Kustomization %s: %w", c.Name, ks.Name, res.Err)
+		return notReady.Load(), fmt.Errorf("%s cluster: the objects of Kustomization %s: %w", c.Name, ks.Name, res.Err)
 	}
-	return context.Cause(ctx)
+	return notReady.Load(), context.Cause(ctx)
 }
