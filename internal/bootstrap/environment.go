@@ -7,9 +7,7 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	"github.com/fluxcd/pkg/apis/meta"
 	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -124,18 +122,18 @@ func reconcileRelease(ctx context.Context, s *session, c *kube.Cluster) error {
 	var failed error
 	err = wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		hr := &helmv2.HelmRelease{}
-		if err := c.Client.Get(ctx, key, hr); err != nil || hr.Status.LastHandledReconcileAt != at {
+		if err := c.Client.Get(ctx, key, hr); err != nil {
 			s.out.Waiting("the cluster-init release to take the new values", nil)
 			return false, nil
 		}
-		ready := apimeta.FindStatusCondition(hr.Status.Conditions, meta.ReadyCondition)
+		st, done, err := releaseReconciled(hr, at)
 		switch {
-		case ready != nil && ready.Status == metav1.ConditionTrue:
-			s.out.Log("release %s reconciled: %s", key.Name, ready.Message)
+		case err != nil:
+			failed = err
+			return false, err
+		case done:
+			s.out.Log("release %s reconciled: %s", key.Name, st.Message)
 			return true, nil
-		case ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason != meta.ProgressingReason:
-			failed = fmt.Errorf("release %s: %s: %s", key.Name, ready.Reason, ready.Message)
-			return false, failed
 		}
 		s.out.Waiting("the cluster-init release to take the new values", nil)
 		return false, nil
@@ -147,4 +145,25 @@ func reconcileRelease(ctx context.Context, s *session, c *kube.Cluster) error {
 		return fmt.Errorf("release %s did not reconcile within %s: %w", key.Name, timeout, err)
 	}
 	return nil
+}
+
+// releaseReconciled is the status of the release, and whether it has handled the reconciliation
+// requested at `at` and is ready. Its last attempt failing is an error at once: helm-controller
+// retries it, but with the same values and chart, which someone must fix. Suspended, it would not
+// take the new values at all.
+func releaseReconciled(hr *helmv2.HelmRelease, at string) (readiness.Status, bool, error) {
+	st := readiness.Of(hr)
+	if st.State == readiness.Suspended {
+		return st, false, fmt.Errorf("release %s is suspended: it takes no new values until it is resumed (flux resume helmrelease -n %s %s)", hr.Name, hr.Namespace, hr.Name)
+	}
+	if hr.Status.LastHandledReconcileAt != at {
+		return st, false, nil
+	}
+	switch {
+	case st.State == readiness.Ready:
+		return st, true, nil
+	case st.State == readiness.Failed || st.Failing:
+		return st, false, fmt.Errorf("release %s: %s: %s", hr.Name, st.Reason, st.Message)
+	}
+	return st, false, nil
 }

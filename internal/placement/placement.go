@@ -40,6 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
+	"cluster-init.dev/cluster-init/internal/readiness"
 )
 
 const (
@@ -105,8 +106,6 @@ type target struct {
 	key     client.ObjectKey // the Cluster
 	missing string           // why it cannot be placed there, if it cannot
 }
-
-func clusterID(k client.ObjectKey) string { return k.Namespace + "." + k.Name }
 
 // clusterName is how the status names a cluster: namespace/name, or the name as written when no
 // such Cluster exists.
@@ -436,30 +435,24 @@ func clusterValues(values *apiextensionsv1.JSON, cluster client.ObjectKey) (*api
 	return &apiextensionsv1.JSON{Raw: raw}, nil
 }
 
-// placementOf reads the state of the Flux object that runs the application on a cluster: ready
-// for its generation, failed, or on its way.
+// placementOf is the state of the Flux object that runs the application on a cluster: ready for
+// its generation, failed (stalled, or its last attempt at this generation failed: Flux retries it,
+// but someone must look), or on its way.
 func placementOf(obj client.Object) appsv1.PlacementStatus {
-	var conditions []metav1.Condition
-	var observed int64
+	var st readiness.Status
 	switch o := obj.(type) {
 	case *kustomizev1.Kustomization:
-		conditions, observed = o.Status.Conditions, o.Status.ObservedGeneration
+		st = readiness.Of(o)
 	case *helmv2.HelmRelease:
-		conditions, observed = o.Status.Conditions, o.Status.ObservedGeneration
+		st = readiness.Of(o)
 	}
-	ready := apimeta.FindStatusCondition(conditions, meta.ReadyCondition)
-	// Flux records the generation it handled in the condition even when it failed (a build
-	// error leaves status.observedGeneration behind); success is the whole status's.
 	switch {
-	case ready == nil:
-		return appsv1.PlacementStatus{State: appsv1.StateProgressing, Message: "not reconciled yet"}
-	case ready.Status == metav1.ConditionTrue && observed == obj.GetGeneration():
+	case st.State == readiness.Ready:
 		return appsv1.PlacementStatus{State: appsv1.StateReady}
-	case ready.Status == metav1.ConditionFalse && ready.ObservedGeneration == obj.GetGeneration() &&
-		ready.Reason != meta.ProgressingReason && ready.Reason != meta.DependencyNotReadyReason:
-		return appsv1.PlacementStatus{State: appsv1.StateFailed, Message: ready.Reason + ": " + ready.Message}
-	case ready.Message != "" && ready.ObservedGeneration == obj.GetGeneration():
-		return appsv1.PlacementStatus{State: appsv1.StateProgressing, Message: ready.Message}
+	case st.State == readiness.Failed || st.Failing:
+		return appsv1.PlacementStatus{State: appsv1.StateFailed, Message: st.Reason + ": " + st.Message}
+	case st.Message != "":
+		return appsv1.PlacementStatus{State: appsv1.StateProgressing, Message: st.Message}
 	default:
 		return appsv1.PlacementStatus{State: appsv1.StateProgressing, Message: "not reconciled yet"}
 	}

@@ -217,6 +217,19 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 	if c := ready(st); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "ready on 1 of 2 clusters; not on: workload-clusters/wl1 failed (HealthCheckFailed: Deployment/hello/hello not ready)") {
 		t.Errorf("failing on wl1: %+v", c)
 	}
+	// A new spec, which Flux has not tried yet: neither the failure on wl1 nor the success on the
+	// management cluster was of it.
+	app := w.app()
+	if err := unstructured.SetNestedField(app.Object, "2m", "spec", "interval"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.Update(w.ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	if st = w.reconcile(); states(st) != "cluster-init/management=Progressing workload-clusters/wl1=Progressing" {
+		t.Errorf("conditions of an older generation: %s %+v", states(st), ready(st))
+	}
+	w.flux("cluster-init", "management", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
 	w.flux("workload-clusters", "wl1", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
 	if st = w.reconcile(); ready(st).Status != metav1.ConditionTrue || ready(st).Message != "ready on 2 clusters" {
 		t.Errorf("on both: %+v", ready(st))
@@ -276,6 +289,17 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 	}
 	if !w.exists("workload-clusters", "wl1") || states(st) != "workload-clusters/wl1=Progressing workload-clusters/wl1=Removing" {
 		t.Errorf("manifests -> chart did not make before it broke: %s", states(st))
+	}
+	// The install failed: helm-controller retries it, and the placement says it failed.
+	apimeta.SetStatusCondition(&hr.Status.Conditions, metav1.Condition{Type: meta.ReadyCondition, Status: metav1.ConditionFalse, Reason: helmv2.InstallFailedReason, Message: "image not found", ObservedGeneration: hr.Generation})
+	if err := w.c.Status().Update(w.ctx, hr); err != nil {
+		t.Fatal(err)
+	}
+	if st = w.reconcile(); states(st) != "workload-clusters/wl1=Failed workload-clusters/wl1=Removing" || !strings.Contains(ready(st).Message, "failed (InstallFailed: image not found)") {
+		t.Errorf("the chart failing on wl1: %s %+v", states(st), ready(st))
+	}
+	if err := w.c.Get(w.ctx, client.ObjectKeyFromObject(hr), hr); err != nil {
+		t.Fatal(err)
 	}
 	hr.Status.ObservedGeneration = hr.Generation
 	apimeta.SetStatusCondition(&hr.Status.Conditions, metav1.Condition{Type: meta.ReadyCondition, Status: metav1.ConditionTrue, Reason: "InstallSucceeded", Message: "installed", ObservedGeneration: hr.Generation})

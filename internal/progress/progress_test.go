@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -26,10 +27,19 @@ func graph() *units.Graph {
 	}}
 }
 
+// ks is a unit's Kustomization as kustomize-controller reports it: the Ready condition of the
+// generation it handled, status.observedGeneration the last one that succeeded.
 func ks(name string, gen, observed int64, status metav1.ConditionStatus, reason, msg string) *kustomizev1.Kustomization {
 	k := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Name: name, Generation: gen}}
 	k.Status.ObservedGeneration = observed
-	k.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: status, Reason: reason, Message: msg}}
+	k.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: status, Reason: reason, Message: msg, ObservedGeneration: gen}}
+	return k
+}
+
+// olderCondition is k with its Ready condition of the generation before: Flux has not tried the
+// current one yet.
+func olderCondition(k *kustomizev1.Kustomization) *kustomizev1.Kustomization {
+	k.Status.Conditions[0].ObservedGeneration = k.Generation - 1
 	return k
 }
 
@@ -87,13 +97,74 @@ func TestUnitsGoThroughTheirStatesAndTheBlockingUnitIsNamed(t *testing.T) {
 	}
 }
 
+// A new generation is not ready yet, and what Flux said of the one before is neither ready nor a
+// failure of this one, however long Flux takes to try it.
 func TestANewGenerationIsNotReadyYet(t *testing.T) {
-	tr := NewTracker(time.Now())
+	t0 := time.Now()
+	tr := NewTracker(t0)
 	obs := Observed{Units: readiness.Units{Graph: graph(), Kustomizations: map[string]*kustomizev1.Kustomization{
-		"cert-manager": ks("cert-manager", 2, 1, "True", "ReconciliationSucceeded", "old revision"),
+		"cert-manager": olderCondition(ks("cert-manager", 2, 1, "True", "ReconciliationSucceeded", "old revision")),
+		"capi":         olderCondition(ks("capi", 2, 0, "False", "HealthCheckFailed", "timeout waiting for Deployment")),
 	}}}
-	if u, _ := tr.Update(obs, time.Now()).Unit("cert-manager"); u.State != readiness.Reconciling {
-		t.Errorf("stale Ready: %s", u.State)
+	for _, at := range []time.Time{t0, t0.Add(time.Hour)} {
+		s := tr.Update(obs, at)
+		for _, name := range []string{"cert-manager", "capi"} {
+			if u, _ := s.Unit(name); u.State != readiness.Reconciling {
+				t.Errorf("%s after %s, its Ready condition of the generation before: %s", name, at.Sub(t0), u.State)
+			}
+		}
+	}
+}
+
+// Flux retries a unit whose last attempt failed: the bootstrap waits, until the unit's timeout.
+func TestAFailingUnitFailsOnlyOnceItsTimeoutIsSpent(t *testing.T) {
+	t0 := time.Now()
+	tr := NewTracker(t0)
+	obs := Observed{Units: readiness.Units{Graph: graph(), Kustomizations: map[string]*kustomizev1.Kustomization{
+		"cert-manager": ks("cert-manager", 1, 0, "False", "ReconciliationFailed", "Deployment/cert-manager dry-run failed"),
+		"capi":         ks("capi", 1, 0, "Unknown", "Progressing", "Running health checks"),
+	}}}
+	for _, c := range []struct {
+		after time.Duration
+		want  map[string]readiness.State
+	}{
+		{0, map[string]readiness.State{"cert-manager": readiness.Reconciling, "capi": readiness.Reconciling}},
+		{4 * time.Minute, map[string]readiness.State{"cert-manager": readiness.Reconciling, "capi": readiness.Reconciling}},
+		// Past its 5m: failed for good; one still progressing is not.
+		{6 * time.Minute, map[string]readiness.State{"cert-manager": readiness.Failed, "capi": readiness.Reconciling}},
+	} {
+		s := tr.Update(obs, t0.Add(c.after))
+		for name, want := range c.want {
+			if u, _ := s.Unit(name); u.State != want {
+				t.Errorf("%s after %s: %s, want %s", name, c.after, u.State, want)
+			}
+		}
+	}
+}
+
+// The release's line, under the rule of every Flux object.
+func TestDescribeFlux(t *testing.T) {
+	hr := func(gen, observed int64, suspend bool, conds ...metav1.Condition) *helmv2.HelmRelease {
+		h := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Generation: gen}}
+		h.Spec.Suspend, h.Status.ObservedGeneration, h.Status.Conditions = suspend, observed, conds
+		return h
+	}
+	ready := func(gen int64, s metav1.ConditionStatus, reason, msg string) metav1.Condition {
+		return metav1.Condition{Type: "Ready", Status: s, Reason: reason, Message: msg, ObservedGeneration: gen}
+	}
+	for _, c := range []struct {
+		hr   *helmv2.HelmRelease
+		want string
+	}{
+		{hr(1, 0, false), "release: not reconciled yet"},
+		{hr(2, 2, false, ready(2, "True", "UpgradeSucceeded", "Helm upgrade succeeded")), "release: ready"},
+		{hr(3, 2, false, ready(2, "True", "UpgradeSucceeded", "Helm upgrade succeeded")), "release: UpgradeSucceeded: Helm upgrade succeeded"},
+		{hr(2, 1, false, ready(2, "False", "InstallFailed", "image not found")), "release: InstallFailed: image not found"},
+		{hr(2, 1, true, ready(1, "True", "InstallSucceeded", "installed")), "release: Suspended: suspended once ready"},
+	} {
+		if got := describeFlux(c.hr, "release"); got != c.want {
+			t.Errorf("%q, want %q", got, c.want)
+		}
 	}
 }
 

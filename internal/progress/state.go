@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fluxcd/pkg/apis/meta"
-
 	"cluster-init.dev/cluster-init/internal/readiness"
 	"cluster-init.dev/cluster-init/internal/units"
 )
@@ -38,6 +36,8 @@ type Unit struct {
 	Help string `json:"help,omitempty"`
 
 	readyWhenSuspended bool
+	// failing: the unit's last attempt failed and Flux retries it.
+	failing bool
 }
 
 // Elapsed is how long the unit has been (or was) reconciling.
@@ -177,8 +177,7 @@ func (t *Tracker) Update(obs Observed, now time.Time) Snapshot {
 			u.Finished = t.finishes[u.Name]
 		}
 		// Flux retries a unit that fails; it has failed for good once its timeout is spent.
-		if u.State == readiness.Reconciling && u.Reason != meta.ProgressingReason && u.Reason != "" &&
-			u.Timeout > 0 && u.Elapsed(now) >= u.Timeout {
+		if u.State == readiness.Reconciling && u.failing && u.Timeout > 0 && u.Elapsed(now) >= u.Timeout {
 			u.State = readiness.Failed
 		}
 		// What a unit waits for matters while it works on it: a unit waiting for its
@@ -193,8 +192,8 @@ func (t *Tracker) Update(obs Observed, now time.Time) Snapshot {
 }
 
 // describe sets a unit's state from its status; a pending unit says what it waits for.
-func describe(u *Unit, st readiness.UnitStatus) {
-	u.State, u.Reason, u.Message, u.Since, u.readyWhenSuspended = st.State, st.Reason, st.Message, st.Since, st.ReadyWhenSuspended
+func describe(u *Unit, st readiness.Status) {
+	u.State, u.Reason, u.Message, u.Since, u.readyWhenSuspended, u.failing = st.State, st.Reason, st.Message, st.Since, st.ReadyWhenSuspended, st.Failing
 	if st.State == readiness.Pending && len(u.WaitingOn) > 0 {
 		u.Message = "waiting for " + strings.Join(u.WaitingOn, ", ")
 	}

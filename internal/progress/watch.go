@@ -5,10 +5,8 @@ import (
 	"fmt"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	"github.com/fluxcd/pkg/apis/meta"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/kube"
@@ -37,7 +35,7 @@ func (s Source) Observe(ctx context.Context) (Observed, error) {
 
 	hr := &helmv2.HelmRelease{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: names.Namespace, Name: names.Release}, hr); err == nil {
-		obs.Release = describeCondition(hr.Status.Conditions, "release "+names.Release)
+		obs.Release = describeFlux(hr, "release "+names.Release)
 	} else if !apierrors.IsNotFound(err) && !apimeta.IsNoMatchError(err) {
 		return obs, fmt.Errorf("read HelmRelease %s: %w", names.Release, err)
 	} else {
@@ -65,13 +63,15 @@ func (s Source) Observe(ctx context.Context) (Observed, error) {
 	return obs, nil
 }
 
-func describeCondition(conds []metav1.Condition, what string) string {
-	ready := apimeta.FindStatusCondition(conds, meta.ReadyCondition)
-	if ready == nil {
-		return what + ": not reconciled yet"
-	}
-	if ready.Status == metav1.ConditionTrue {
+// describeFlux is a Flux object's status in a line: ready, or what Flux says of it.
+func describeFlux[T readiness.FluxObject](obj T, what string) string {
+	st := readiness.Of(obj)
+	switch {
+	case st.State == readiness.Ready:
 		return what + ": ready"
+	case st.Reason == "":
+		return what + ": " + st.Message
+	default:
+		return fmt.Sprintf("%s: %s: %s", what, st.Reason, st.Message)
 	}
-	return fmt.Sprintf("%s: %s: %s", what, ready.Reason, ready.Message)
 }

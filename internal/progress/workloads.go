@@ -45,7 +45,7 @@ func ObserveWorkloadClusters(ctx context.Context, c client.Reader) ([]Tenant, er
 		t := Tenant{Namespace: ns.Name, Directory: "not applied yet"}
 		ks := &kustomizev1.Kustomization{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: names.TenantKustomization}, ks); err == nil {
-			t.Directory = describeCondition(ks.Status.Conditions, ks.Spec.Path)
+			t.Directory = describeFlux(ks, ks.Spec.Path)
 		}
 		releases := &helmv2.HelmReleaseList{}
 		if err := c.List(ctx, releases, client.InNamespace(ns.Name)); err != nil && !apimeta.IsNoMatchError(err) {
@@ -57,7 +57,7 @@ func ObserveWorkloadClusters(ctx context.Context, c client.Reader) ([]Tenant, er
 			if hr.Labels["kustomize.toolkit.fluxcd.io/name"] != names.TenantKustomization {
 				continue
 			}
-			wc := WorkloadCluster{Name: hr.Name, Release: describeCondition(hr.Status.Conditions, "release")}
+			wc := WorkloadCluster{Name: hr.Name, Release: describeFlux(&hr, "release")}
 			var err error
 			if wc.Machines, err = machines.Read(ctx, c, ns.Name, hr.Name); err != nil {
 				return nil, err
