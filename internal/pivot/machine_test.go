@@ -2,11 +2,14 @@ package pivot
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"cluster-init.dev/cluster-init/internal/steps"
 )
 
 // memoryStore keeps the record like the ConfigMap does: a copy per save.
@@ -48,21 +51,23 @@ type world struct {
 
 func newWorld() *world { return &world{runs: map[string]int{}, fail: map[string]error{}} }
 
-func (w *world) machine(store Store) *machine {
-	var steps []Step
-	for _, name := range StepNames() {
-		steps = append(steps, Step{Name: name, Run: func(_ context.Context, st *State) error {
-			w.runs[name]++
-			if err := w.fail[name]; err != nil {
-				return err
-			}
-			if name == StepWaitReady {
-				st.ProviderIDs = map[string]string{"m-0": "docker:////m-0"}
-			}
-			return nil
-		}})
-	}
-	return &machine{steps: steps, store: store, log: func(string, ...any) {}, now: time.Now}
+func (w *world) attempt(store Store) *attempt {
+	return &attempt{store: store, log: func(string, ...any) {}, now: time.Now, stepsOf: func(st *State) []steps.Step {
+		var out []steps.Step
+		for _, name := range StepNames() {
+			out = append(out, steps.Step{Name: name, Run: func(context.Context) error {
+				w.runs[name]++
+				if err := w.fail[name]; err != nil {
+					return err
+				}
+				if name == StepWaitReady {
+					st.ProviderIDs = map[string]string{"m-0": "docker:////m-0"}
+				}
+				return nil
+			}})
+		}
+		return out
+	}}
 }
 
 func (w *world) finish(context.Context, State) error {
@@ -70,37 +75,36 @@ func (w *world) finish(context.Context, State) error {
 	return nil
 }
 
-// Interrupted after any step, the next attempt runs only the steps not done, each exactly once in
-// all, and what a step recorded reaches the later ones.
-func TestAPivotInterruptedAfterAnyStepResumesAtTheNextOne(t *testing.T) {
+// The step machine (internal/steps, tested there) resumes a pivot where it stopped; the pivot's
+// own part: what a step records reaches the later ones across attempts, and the pivot is
+// complete, its record left where the CLI reads it, only once every step is done.
+func TestAPivotIsCompleteOnlyOnceEveryStepIsDone(t *testing.T) {
 	for _, stop := range StepNames() {
-		t.Run("after "+stop, func(t *testing.T) {
+		t.Run("interrupted after "+stop, func(t *testing.T) {
 			store := &memoryStore{}
 			w := newWorld()
-			m := w.machine(store)
+			a := w.attempt(store)
 			stopped := false
-			m.afterStep = func(_ context.Context, step string) error {
+			a.afterStep = func(_ context.Context, step string) error {
 				if step == stop && !stopped {
 					stopped = true
 					return errors.New("killed")
 				}
 				return nil
 			}
-			if err := m.run(t.Context(), w.finish); err == nil || !strings.Contains(err.Error(), "killed") {
-				t.Fatalf("first attempt: %v", err)
+			if err := a.run(t.Context(), w.finish); err == nil {
+				t.Fatal("no interruption")
 			}
-			if store.st.Completed != nil || w.finished != 0 {
+			if store.st.Completed != nil || w.finished != 0 || store.st.CheckComplete() == nil {
 				t.Fatal("complete after an interruption")
 			}
-			if err := m.run(t.Context(), w.finish); err != nil {
+			if !store.st.Started() {
+				t.Error("a pivot that has done a step is not started")
+			}
+			if err := a.run(t.Context(), w.finish); err != nil {
 				t.Fatalf("second attempt: %v", err)
 			}
-			for _, name := range StepNames() {
-				if w.runs[name] != 1 {
-					t.Errorf("step %s ran %d times", name, w.runs[name])
-				}
-			}
-			if !slices.Equal(store.st.Done, StepNames()) || store.st.Completed == nil || w.finished != 1 || store.st.Attempts != 2 {
+			if store.st.Completed == nil || w.finished != 1 || store.st.Attempts != 2 {
 				t.Errorf("record: %+v, finished %d", store.st, w.finished)
 			}
 			if store.st.ProviderIDs["m-0"] == "" {
@@ -113,54 +117,33 @@ func TestAPivotInterruptedAfterAnyStepResumesAtTheNextOne(t *testing.T) {
 	}
 }
 
-// A transient failure leaves the step to the next attempt; a permanent one is recorded and every
-// later attempt stops at once with its reason, without running any step.
-func TestTransientFailuresAreRetriedPermanentOnesAreNot(t *testing.T) {
+// A permanent failure is the pivot's end: CheckComplete says which step and why.
+func TestAPermanentFailureEndsThePivot(t *testing.T) {
 	store := &memoryStore{}
 	w := newWorld()
-	w.fail[StepMove] = errors.New("connection refused")
-	m := w.machine(store)
-	if err := m.run(t.Context(), w.finish); err == nil || IsPermanent(err) {
-		t.Fatalf("transient failure: %v", err)
-	}
-	if store.st.Failed != nil || slices.Contains(store.st.Done, StepMove) {
-		t.Fatalf("a transient failure was recorded: %+v", store.st)
-	}
-
-	w.fail[StepMove] = nil
 	w.fail[StepVerify] = Permanent(errors.New("machines replaced during the pivot: [m-0]"))
-	err := m.run(t.Context(), w.finish)
-	if !IsPermanent(err) || store.st.Failed == nil || store.st.Failed.Step != StepVerify || !strings.Contains(store.st.Failed.Reason, "machines replaced") {
-		t.Fatalf("permanent failure: %v, record %+v", err, store.st.Failed)
+	if err := w.attempt(store).run(t.Context(), w.finish); !IsPermanent(err) {
+		t.Fatalf("permanent failure: %v", err)
 	}
-	runs := w.runs[StepVerify]
-	w.fail[StepVerify] = nil // even if it would work now: the failure stands
-	err = m.run(t.Context(), w.finish)
-	if !IsPermanent(err) || !strings.Contains(err.Error(), "machines replaced") || w.runs[StepVerify] != runs || w.finished != 0 {
-		t.Fatalf("after a permanent failure: %v, verify ran %d times", err, w.runs[StepVerify]-runs)
-	}
-	if err := store.st.CheckComplete(); err == nil || !strings.Contains(err.Error(), "failed for good at step verify") {
+	if err := store.st.CheckComplete(); err == nil || !strings.Contains(err.Error(), "failed for good at step verify: machines replaced") {
 		t.Errorf("CheckComplete: %v", err)
+	}
+	if w.finished != 0 {
+		t.Error("a failed pivot was finished")
 	}
 }
 
-// A step is only done once its record is saved: if saving fails, the next attempt runs it again.
-func TestAStepIsDoneOnlyOnceRecorded(t *testing.T) {
-	store := &memoryStore{failSaveAfter: 3} // attempts, save-kubeconfig, then wait-ready's save fails
-	w := newWorld()
-	m := w.machine(store)
-	if err := m.run(t.Context(), w.finish); err == nil {
-		t.Fatal("a lost record went unnoticed")
-	}
-	if !slices.Equal(store.st.Done, []string{StepSaveKubeconfig}) {
-		t.Fatalf("done: %v", store.st.Done)
-	}
-	store.failSaveAfter = 0
-	if err := m.run(t.Context(), w.finish); err != nil {
+// The record reads as the first format wrote it (before the step machine was shared): a pivot
+// interrupted by an older build resumes.
+func TestARecordOfTheFirstFormatReads(t *testing.T) {
+	var st State
+	data := `{"done":["save-kubeconfig","wait-ready"],"provider_ids":{"m-0":"docker:////m-0"},"attempts":2,"failed":{"step":"move","reason":"boom","at":"2026-11-20T10:00:00Z"}}`
+	if err := json.Unmarshal([]byte(data), &st); err != nil {
 		t.Fatal(err)
 	}
-	if w.runs[StepWaitReady] != 2 || w.runs[StepSaveKubeconfig] != 1 {
-		t.Errorf("runs: %v", w.runs)
+	if !slices.Equal(st.Done, []string{StepSaveKubeconfig, StepWaitReady}) || st.Attempts != 2 || st.ProviderIDs["m-0"] == "" ||
+		st.Failed == nil || st.Failed.Step != StepMove || st.Failed.At.IsZero() {
+		t.Errorf("read %+v", st)
 	}
 }
 

@@ -2,8 +2,8 @@
 // objects from the bootstrap cluster into the management cluster (clusterctl move) and hands them
 // to the management cluster's Flux. It runs in the pivot Job of the bootstrap cluster.
 //
-// The steps (steps.go, move.go) run under a step machine (machine.go) that records each one done
-// in the pivot's record (record.go): a Job restarted after any step resumes at the next one, and a
+// The steps (steps.go, move.go) run under the project's step machine (internal/steps, driven by
+// machine.go), which records each one done in the pivot's record (record.go): a Job restarted after any step resumes at the next one, and a
 // permanent failure is recorded once and never retried.
 package pivot
 
@@ -43,9 +43,9 @@ func Run(ctx context.Context, opts Options) error {
 		opts.Interval = waitInterval
 	}
 	p := &pivot{Options: opts}
-	m := &machine{steps: p.steps(), store: configMapStore{c: opts.Bootstrap.Client, namespace: opts.Namespace},
+	a := &attempt{stepsOf: p.steps, store: configMapStore{c: opts.Bootstrap.Client, namespace: opts.Namespace},
 		log: opts.Log, afterStep: opts.AfterStep, now: time.Now}
-	return m.run(ctx, func(ctx context.Context, st State) error {
+	return a.run(ctx, func(ctx context.Context, st State) error {
 		mgmt, err := p.connect(ctx)
 		if err != nil {
 			return err

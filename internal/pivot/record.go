@@ -11,33 +11,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/steps"
 )
 
 // State is the pivot's record (ConfigMap cluster-init-pivot, key state.json): in the bootstrap
 // cluster while it runs, and copied into the management cluster once complete, where it stays.
 type State struct {
-	// Done are the steps done, in order.
-	Done []string `json:"done"`
+	// Record holds the steps done (and running), the attempts (its Job restarts the pivot after
+	// a failure) and a permanent failure.
+	steps.Record
 	// ProviderIDs are the machines before the move, name -> provider ID.
 	ProviderIDs map[string]string `json:"provider_ids,omitempty"`
-	// Attempts counts the runs of the pivot (its Job restarts it after a failure).
-	Attempts int `json:"attempts"`
-	// Failed is set when a step failed for good: no attempt runs again.
-	Failed *Failure `json:"failed,omitempty"`
 	// Completed is set once every step is done and the record is in the management cluster.
 	Completed *metav1.Time `json:"completed,omitempty"`
 }
 
-// Failure is a permanent failure of a step.
-type Failure struct {
-	Step   string      `json:"step"`
-	Reason string      `json:"reason"`
-	At     metav1.Time `json:"at"`
-}
-
-// Started tells whether the pivot has done any step: from then on the bootstrap cluster must not
+// Started tells whether the pivot has begun a step: from then on the bootstrap cluster must not
 // change (its units that reconcile the definitions may be suspended, the definitions moved).
-func (s State) Started() bool { return len(s.Done) > 0 }
+func (s State) Started() bool { return len(s.Done) > 0 || s.Running != "" }
 
 // CheckComplete fails unless the pivot recorded itself complete, with what it has done so far.
 func (s State) CheckComplete() error {

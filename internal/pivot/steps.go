@@ -22,6 +22,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/readiness"
+	"cluster-init.dev/cluster-init/internal/steps"
 	"cluster-init.dev/cluster-init/internal/units"
 )
 
@@ -38,7 +39,7 @@ const (
 // StepNames lists the steps in order.
 func StepNames() []string {
 	var out []string
-	for _, s := range (&pivot{}).steps() {
+	for _, s := range (&pivot{}).steps(&State{}) {
 		out = append(out, s.Name)
 	}
 	return out
@@ -50,15 +51,24 @@ type pivot struct {
 	management *kube.Cluster
 }
 
-func (p *pivot) steps() []Step {
-	return []Step{
+// steps are the steps of the pivot; what one learns for later ones it records in st, saved with
+// the step.
+func (p *pivot) steps(st *State) []steps.Step {
+	var out []steps.Step
+	for _, s := range []struct {
+		name string
+		run  func(context.Context, *State) error
+	}{
 		{StepSaveKubeconfig, p.saveKubeconfig},
 		{StepWaitReady, p.waitReady},
 		{StepSuspend, p.suspend},
 		{StepMove, p.move},
 		{StepAdopt, p.adopt},
 		{StepVerify, p.verify},
+	} {
+		out = append(out, steps.Step{Name: s.name, Run: func(ctx context.Context) error { return s.run(ctx, st) }})
 	}
+	return out
 }
 
 // saveKubeconfig copies the management kubeconfig out of the Cluster API Secret that moves with
