@@ -67,7 +67,7 @@ func addManageFlags(cmd *cobra.Command, f *manageFlags) {
 	cmd.Flags().StringVar(&f.timeline, "timeline", "", "write a timeline of the run to this file (HTML, or SVG if it ends in .svg)")
 }
 
-func (g *globals) runManage(cmd *cobra.Command, arg string, f *manageFlags, change bootstrap.Change) error {
+func (g *globals) runManage(cmd *cobra.Command, arg string, f *manageFlags, change standalone.Change) error {
 	stateDir, err := stateDir()
 	if err != nil {
 		return err
@@ -111,7 +111,7 @@ until every machine has a Ready node, exports the objects again and deletes the 
 Interrupted, the same command run again finishes the change; no machine is replaced.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m := bootstrap.Change{Command: standalone.CommandScale}
+			m := standalone.Change{Command: standalone.CommandScale}
 			if cmd.Flags().Changed("workers") {
 				if workers < 0 {
 					return fmt.Errorf("--workers %d: expected 0 or more", workers)
@@ -158,7 +158,7 @@ machine, then deletes the temporary cluster and the state. Interrupted, run it a
 					return errors.New("delete: not confirmed")
 				}
 			}
-			return g.runManage(cmd, args[0], f, bootstrap.Change{Command: standalone.CommandDelete})
+			return g.runManage(cmd, args[0], f, standalone.Change{Command: standalone.CommandDelete})
 		},
 	}
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")

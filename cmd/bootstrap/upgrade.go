@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"cluster-init.dev/cluster-init/internal/bootstrap"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/render"
@@ -43,7 +42,7 @@ refused before anything is created. Interrupted, the same command run again fini
 			if version == "" {
 				return fmt.Errorf("upgrade %s: give --kubernetes-version V (a standalone cluster), or run `bootstrap upgrade plan %s`", args[0], args[0])
 			}
-			return g.runManage(cmd, args[0], f, bootstrap.Change{Command: standalone.CommandUpgrade, KubernetesVersion: version})
+			return g.runManage(cmd, args[0], f, standalone.Change{Command: standalone.CommandUpgrade, KubernetesVersion: version})
 		},
 	}
 	cmd.Flags().StringVar(&version, "kubernetes-version", "", "the Kubernetes version to upgrade the standalone cluster to (the next minor at most, such as v1.37.0)")

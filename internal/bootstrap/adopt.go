@@ -17,6 +17,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/standalone"
 	"cluster-init.dev/cluster-init/internal/validate"
 )
 
@@ -30,7 +31,7 @@ func Adopt(ctx context.Context, opts AdoptOptions) (*Result, error) {
 	if opts.Kubeconfig == "" {
 		return &Result{}, errors.New("--adopt: name the cluster to adopt with --kubeconfig FILE (and --kube-context)")
 	}
-	if err := refuseStandalone(opts.settings()); err != nil {
+	if err := standalone.RefuseCreated(opts.StateDir.Standalone(), opts.Env.Name); err != nil {
 		return &Result{}, err
 	}
 	s, err := newSession(opts.settings())

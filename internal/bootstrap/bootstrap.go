@@ -9,8 +9,10 @@
 //	environment        environment.go      the values and the cluster-init release
 //	units              units.go            every unit followed until done; a conclusion if stuck
 //	finish             finish.go           the pivot verified, the management kubeconfig, kind deleted
+//	                   standalone.go       or, for a standalone cluster, its state kept (internal/standalone)
 //
-// Day 2 (Apply, dayapply.go) connects to the management cluster instead of creating one, and
+// The change of a standalone cluster (Manage, standalone.go) runs the phases of
+// standalone.Changing. Day 2 (Apply, dayapply.go) connects to the management cluster instead of creating one, and
 // ends by waiting for the machines. Every phase is safe to run again: a second run continues
 // where the first stopped.
 package bootstrap
@@ -18,11 +20,16 @@ package bootstrap
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"cluster-init.dev/cluster-init/internal/cleanup"
+	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/managementstate"
+	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/progress"
 	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/standalone"
 	"cluster-init.dev/cluster-init/internal/values"
 )
 
@@ -69,20 +76,17 @@ func create(ctx context.Context, opts settings) (*Result, error) {
 		plan *render.Result
 		bc   *bootstrapCluster
 		src  *publishedSource
-		sa   *standaloneRun
+		sa   *standalone.Creating
 	)
 	if !opts.Standalone {
-		if err := refuseStandalone(opts); err != nil {
+		if err := standalone.RefuseCreated(opts.StateDir.Standalone(), opts.Env.Name); err != nil {
 			return &Result{}, err
 		}
 	}
 	if opts.Standalone {
-		var done bool
-		sa, done, err = startStandalone(s)
-		if sa != nil {
-			defer sa.lock.Release()
-		}
-		if err != nil || done {
+		sa = newCreating(s)
+		defer sa.Close()
+		if done, err := sa.Start(); err != nil || done {
 			return s.result, err
 		}
 	}
@@ -117,7 +121,7 @@ func create(ctx context.Context, opts settings) (*Result, error) {
 		}},
 		{"finish", func(ctx context.Context) error {
 			if sa != nil {
-				return exportStandalone(ctx, s, bc, plan, sa)
+				return keepStandalone(ctx, s, bc, plan, sa)
 			}
 			return finish(ctx, s, bc, plan.Settings)
 		}},
@@ -174,13 +178,18 @@ func Apply(ctx context.Context, opts ApplyOptions) (*Result, error) {
 			}
 			// The nodes are read from the cluster itself, through the kubeconfig Cluster API
 			// wrote (the management cluster when it is self-managed).
-			nodes, err := clusterOf(ctx, mc.cluster, plan.Settings.Cluster.Name)
+			name := plan.Settings.Cluster.Name
+			nodes, err := kube.ClusterAPICluster(ctx, mc.cluster.Client, names.Namespace, name)
 			if err != nil {
-				return fmt.Errorf("connect to cluster %s to read its nodes: %w", plan.Settings.Cluster.Name, err)
+				return fmt.Errorf("connect to cluster %s to read its nodes: %w", name, err)
 			}
-			if err := settleMachines(ctx, s, mc.cluster, nodes, plan.Settings.Cluster.Name); err != nil {
+			v, err := machines.WaitSettled(ctx, mc.cluster.Client, nodes.Client, machines.Settling{
+				Namespace: names.Namespace, Name: name, Timeout: 30 * time.Minute, Interval: pollInterval, Progress: s.out.Waiting,
+			})
+			if err != nil {
 				return err
 			}
+			s.out.Log("cluster %s has its %d machines ready", name, len(v.Machines))
 			// New machines have new names: cleanup must know them even if the cluster is gone.
 			if plan.Settings.Cluster.OnDocker() {
 				if err := cleanup.RecordContainers(ctx, s.opts.StateDir.Environment(s.opts.Env.Name).ContainersRecord(), mc.cluster.Client); err != nil {

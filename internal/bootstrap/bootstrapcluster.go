@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"cluster-init.dev/cluster-init/internal/apply"
@@ -15,6 +14,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/readiness"
 	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/standalone"
 	"cluster-init.dev/cluster-init/internal/values"
 )
 
@@ -54,7 +54,7 @@ func ensureBootstrapCluster(ctx context.Context, s *session, plan *render.Result
 		return &bootstrapCluster{cluster: c}, nil
 	}
 
-	cfg := bootstrapClusterRecord(v).Kind(env)
+	cfg := standalone.BootstrapClusterOf(v).Kind(env)
 	for _, w := range kindcluster.HostWarnings("/proc/sys") {
 		s.out.Log("warning: %s", w)
 	}
@@ -123,21 +123,8 @@ func applyAndWait(ctx context.Context, s *session, c *kube.Cluster, what string,
 // waitReady waits until every object of wait is ready, showing what is not.
 func waitReady(ctx context.Context, s *session, c *kube.Cluster, what string, wait []*unstructured.Unstructured, timeout time.Duration) error {
 	return readiness.Wait(ctx, c, wait, timeout, func(pending []readiness.NotReady) {
-		// The first poll has not reached most objects yet: one line for them, not one each.
-		var list []string
-		unseen := 0
-		for _, p := range pending {
-			if p.Status == status.UnknownStatus && p.Message == readiness.NotLookedAt {
-				unseen++
-				continue
-			}
-			list = append(list, fmt.Sprintf("%s: %s", p.Object, p.Message))
-		}
-		if unseen > 0 {
-			list = append(list, fmt.Sprintf("%d objects not looked at yet", unseen))
-		}
-		if len(list) > 0 {
-			s.out.Waiting(what, list)
+		if lines := readiness.Lines(pending); len(lines) > 0 {
+			s.out.Waiting(what, lines)
 		}
 	})
 }

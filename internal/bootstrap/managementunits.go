@@ -56,7 +56,7 @@ func (m *managementUnits) look(ctx context.Context, u readiness.Units) {
 	ctx, cancel := context.WithTimeout(ctx, managementLookTimeout)
 	defer cancel()
 	if m.cluster == nil {
-		c, err := clusterOf(ctx, m.bootstrap, m.name)
+		c, err := kube.ClusterAPICluster(ctx, m.bootstrap.Client, names.Namespace, m.name)
 		if err != nil {
 			return
 		}

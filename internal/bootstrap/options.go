@@ -86,7 +86,7 @@ type ManageOptions struct {
 	Common
 	// Key decrypts the secrets of the state.
 	Key    *standalone.Key
-	Change Change
+	Change standalone.Change
 }
 
 // settings are what a session of any verb runs with: each verb's options set their part.

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-	"sigs.k8s.io/cluster-api/util/kubeconfig"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/diagnostics"
 	"cluster-init.dev/cluster-init/internal/handoff"
@@ -127,7 +125,7 @@ func conclude(ctx context.Context, s *session, bc *bootstrapCluster, v values.Se
 		text = c.String()
 	}
 	clusters := []*kube.Cluster{bc.cluster}
-	if m, err := clusterOf(ctx, bc.cluster, v.Cluster.Name); err == nil {
+	if m, err := kube.ClusterAPICluster(ctx, bc.cluster.Client, names.Namespace, v.Cluster.Name); err == nil {
 		clusters = append(clusters, m)
 	}
 	s.result.Diagnostics = collectDiagnostics(ctx, s, text, clusters...)
@@ -162,15 +160,6 @@ func explainCluster(ctx context.Context, c *kube.Cluster, name string, g *units.
 		}
 		u.Details = append(slices.Clip(u.Details), lines...)
 	}
-}
-
-// clusterOf connects to a cluster Cluster API created, through the kubeconfig Secret it wrote.
-func clusterOf(ctx context.Context, c *kube.Cluster, name string) (*kube.Cluster, error) {
-	data, err := kubeconfig.FromSecret(ctx, c.Client, client.ObjectKey{Namespace: names.Namespace, Name: name})
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig of %s: %w", name, err)
-	}
-	return kube.FromKubeconfig(name, data)
 }
 
 // collectDiagnostics writes the diagnostics bundle of the clusters reachable now.

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/kubeconfig"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
@@ -147,6 +148,16 @@ func (s KubeconfigSecret) Connect(ctx context.Context, c client.Reader, name str
 	data, _, err := s.Read(ctx, c)
 	if err != nil {
 		return nil, err
+	}
+	return FromKubeconfig(name, data)
+}
+
+// ClusterAPICluster connects to a cluster that Cluster API created, through the kubeconfig Secret
+// it wrote for it in namespace (Cluster API's own reader of that Secret).
+func ClusterAPICluster(ctx context.Context, c client.Reader, namespace, name string) (*Cluster, error) {
+	data, err := kubeconfig.FromSecret(ctx, c, client.ObjectKey{Namespace: namespace, Name: name})
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig of %s: %w", name, err)
 	}
 	return FromKubeconfig(name, data)
 }

@@ -131,14 +131,6 @@ func (v *Validator) AddCRDs(objs []*unstructured.Unstructured) error {
 	return nil
 }
 
-// Known tells whether objects of gvk can be validated.
-func (v *Validator) Known(gvk schema.GroupVersionKind) bool {
-	if _, ok := v.crds[gvk]; ok {
-		return true
-	}
-	return v.scheme.Recognizes(gvk)
-}
-
 // Validate returns every problem of obj, each naming the field.
 func (v *Validator) Validate(ctx context.Context, obj *unstructured.Unstructured) []error {
 	gvk := obj.GroupVersionKind()

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"cluster-init.dev/cluster-init/internal/steps"
 )
 
 // validState is a state that Load accepts, with the change under way pending.
@@ -27,22 +29,22 @@ func TestBeginContinuesOrRefusesWhatIsUnderWay(t *testing.T) {
 		wantErr   string
 		wantDone  bool
 		wantNote  string
-		restored  bool // the new operation's Restored
+		restored  bool // the new operation has the restore done
 		sinceThen bool // the new operation keeps the interrupted one's start
 	}{
 		{name: "new change", ask: scale},
 		{name: "a kind cluster nobody left", ask: scale, exists: true, wantErr: "is not one this command left"},
 		{name: "a creation under way", pending: &Operation{Command: CommandCreate}, ask: scale, wantErr: "is still being created"},
-		{name: "a deletion under way, another command", pending: &Operation{Command: CommandDelete, Applied: true, Started: started}, ask: scale, wantErr: "is being deleted"},
-		{name: "a deletion whose temporary cluster is gone", pending: &Operation{Command: CommandDelete, Applied: true, Restored: true, Started: started}, ask: Operation{Command: CommandDelete},
+		{name: "a deletion under way, another command", pending: &Operation{Command: CommandDelete, Record: steps.Record{Running: StepChange}, Started: started}, ask: scale, wantErr: "is being deleted"},
+		{name: "a deletion whose temporary cluster is gone", pending: &Operation{Command: CommandDelete, Record: steps.Record{Done: []string{StepRestore}, Running: StepChange}, Started: started}, ask: Operation{Command: CommandDelete},
 			wantErr: "not restored from the state, which would bring the cluster back"},
-		{name: "a deletion continued", pending: &Operation{Command: CommandDelete, Applied: true, Restored: true, Started: started}, ask: Operation{Command: CommandDelete}, exists: true,
+		{name: "a deletion continued", pending: &Operation{Command: CommandDelete, Record: steps.Record{Done: []string{StepRestore}, Running: StepChange}, Started: started}, ask: Operation{Command: CommandDelete}, exists: true,
 			wantNote: "an interrupted `delete`", restored: true, sinceThen: true},
-		{name: "a scale that was kept", pending: &Operation{Command: CommandScale, Finished: true, Started: started}, ask: scale, exists: true, wantDone: true,
+		{name: "a scale that was kept", pending: &Operation{Command: CommandScale, Record: steps.Record{Done: []string{StepRestore, StepChange, StepExport}}, Started: started}, ask: scale, exists: true, wantDone: true,
 			wantNote: "only the temporary management cluster remains"},
-		{name: "a scale whose temporary cluster is gone", pending: &Operation{Command: CommandScale, Restored: true, Applied: true, Started: started}, ask: scale,
+		{name: "a scale whose temporary cluster is gone", pending: &Operation{Command: CommandScale, Record: steps.Record{Done: []string{StepRestore}, Running: StepChange}, Started: started}, ask: scale,
 			wantNote: "restored from the state exported last", sinceThen: true},
-		{name: "a scale continued as an upgrade", pending: &Operation{Command: CommandScale, Restored: true, Started: started}, ask: Operation{Command: CommandUpgrade, KubernetesVersion: "v1.37.1"}, exists: true,
+		{name: "a scale continued as an upgrade", pending: &Operation{Command: CommandScale, Record: steps.Record{Done: []string{StepRestore}}, Started: started}, ask: Operation{Command: CommandUpgrade, KubernetesVersion: "v1.37.1"}, exists: true,
 			restored: true, sinceThen: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -73,7 +75,7 @@ func TestBeginContinuesOrRefusesWhatIsUnderWay(t *testing.T) {
 				return
 			}
 			p := st.Pending
-			if p.Command != c.ask.Command || p.KubernetesVersion != c.ask.KubernetesVersion || p.Applied || p.Finished || p.Restored != c.restored {
+			if p.Command != c.ask.Command || p.KubernetesVersion != c.ask.KubernetesVersion || p.Began(StepChange) || p.Complete() || p.IsDone(StepRestore) != c.restored {
 				t.Errorf("the change recorded: %+v", p)
 			}
 			if want := now; c.sinceThen != p.Started.Equal(started) || (!c.sinceThen && !p.Started.Equal(want)) {

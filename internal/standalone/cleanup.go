@@ -30,7 +30,7 @@ func HoldForCleanup(root, env string) (*Hold, error) {
 		lock.Release()
 		return nil, fmt.Errorf("%s may have a standalone cluster, its state unreadable (%w): cleanup leaves it; repair the state or remove it by hand", env, err)
 	}
-	if st.Pending == nil || st.Pending.Command != CommandCreate || st.Pending.Finished {
+	if st.Pending == nil || st.Pending.Command != CommandCreate || st.Pending.Complete() {
 		lock.Release()
 		return nil, fmt.Errorf("%s has a standalone cluster (%s, state %s): `bootstrap delete %s` deletes it and its machines through Cluster API", env, st.Cluster, d.Path, env)
 	}

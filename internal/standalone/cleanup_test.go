@@ -4,6 +4,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"cluster-init.dev/cluster-init/internal/steps"
 )
 
 // What `bootstrap cleanup` may do with an environment's standalone state: nothing held without
@@ -59,7 +61,7 @@ func TestCleanupMayRemoveOnlyAnInterruptedCreation(t *testing.T) {
 
 	for env, pending := range map[string]*Operation{
 		"created":  nil,
-		"exported": {Command: CommandCreate, Finished: true},
+		"exported": {Command: CommandCreate, Record: steps.Record{Done: []string{StepRestore, StepChange, StepExport}}},
 		"scaling":  {Command: CommandScale},
 	} {
 		d := state(env, pending)

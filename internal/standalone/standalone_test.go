@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -326,5 +327,67 @@ func TestTheBootstrapClusterRecordKeepsItsKeys(t *testing.T) {
 		if !strings.Contains(string(again), key) {
 			t.Errorf("written again without %s: %s", key, again)
 		}
+	}
+}
+
+// A state of version 1 (the operation's steps as flags) reads as the step machine's record, so a
+// change an older build left half-way is continued; it is written again as the current version.
+func TestAnOperationOfVersion1ReadsAsStepsRecord(t *testing.T) {
+	for _, c := range []struct {
+		name, command, flags string
+		done                 []string
+		running              string
+		complete             bool
+	}{
+		{"creation exported", CommandCreate, `"restored":true,"applied":true,"finished":true`, []string{StepRestore, StepChange, StepExport}, "", true},
+		{"creation not exported", CommandCreate, `"restored":true,"applied":true`, []string{StepRestore, StepChange}, "", false},
+		{"scale restored", CommandScale, `"restored":true,"applied":false`, []string{StepRestore}, "", false},
+		{"scale applied", CommandScale, `"restored":true,"applied":true`, []string{StepRestore}, StepChange, false},
+		{"scale kept", CommandScale, `"restored":true,"applied":true,"finished":true`, []string{StepRestore, StepChange, StepExport}, "", true},
+		{"deletion under way", CommandDelete, `"restored":true,"applied":true`, []string{StepRestore}, StepChange, false},
+		{"deletion done", CommandDelete, `"restored":true,"applied":true,"finished":true`, []string{StepRestore, StepChange}, "", true},
+		{"nothing yet", CommandUpgrade, `"restored":false`, nil, "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d, err := DirOf(t.TempDir(), "env")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Save(validState("env", nil)); err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(d.file(stateFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var raw map[string]any
+			if err := json.Unmarshal(data, &raw); err != nil {
+				t.Fatal(err)
+			}
+			var pending map[string]any
+			if err := json.Unmarshal([]byte(`{"command":"`+c.command+`","started":"2026-11-20T10:00:00Z",`+c.flags+`}`), &pending); err != nil {
+				t.Fatal(err)
+			}
+			raw["version"], raw["pending"] = 1, pending
+			data, _ = json.Marshal(raw)
+			if err := os.WriteFile(d.file(stateFile), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			st, err := d.Load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := st.Pending
+			if !slices.Equal(p.Done, c.done) || p.Running != c.running || p.Complete() != c.complete {
+				t.Errorf("read as done %v, running %q, complete %t", p.Done, p.Running, p.Complete())
+			}
+			if err := d.Save(st); err != nil {
+				t.Fatal(err)
+			}
+			again, err := d.Load()
+			if err != nil || again.Version != FormatVersion || !slices.Equal(again.Pending.Done, c.done) || again.Pending.Running != c.running {
+				t.Errorf("written again: %+v, %v", again, err)
+			}
+		})
 	}
 }

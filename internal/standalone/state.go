@@ -32,14 +32,17 @@ import (
 	"cluster-init.dev/cluster-init/internal/atomicfile"
 	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/registrymirror"
+	"cluster-init.dev/cluster-init/internal/steps"
 )
 
 // CNIUnit is the first management unit: the temporary cluster's pod network.
 const CNIUnit = "bootstrap-cni"
 
-// FormatVersion is the version of the state directory's layout; a state of another version is
-// refused rather than guessed at.
-const FormatVersion = 1
+// FormatVersion is the version of the state directory's layout; a state of a newer version is
+// refused rather than guessed at, one of an older version is read as its version wrote it.
+// Version 2 records the steps of the operation under way as the step machine does (version 1:
+// the flags restored, applied, finished).
+const FormatVersion = 2
 
 // The files and directories of a state directory.
 const (
@@ -112,21 +115,39 @@ const (
 type Operation struct {
 	Command string    `json:"command"` // one of the Command constants
 	Started time.Time `json:"started"`
-	// Restored is set once the objects are in the temporary management cluster: from then on
-	// that cluster, not the directory, holds the truth, and the objects are never restored again
-	// while it exists.
-	Restored bool `json:"restored"`
-	// Applied is set once the change is made (the replicas set, the Cluster deleted).
-	Applied bool `json:"applied"`
-	// Finished is set once the change is complete and kept (the objects exported again, or the
-	// cluster gone): only the temporary management cluster remains to be deleted.
-	Finished bool `json:"finished"`
+	// Record holds the steps of the change done or begun (the project's step machine,
+	// internal/steps): StepRestore, StepChange, StepExport.
+	steps.Record
 	// Workers and ControlPlane are the counts a scale asks for (nil: unchanged).
 	Workers      *int `json:"workers,omitempty"`
 	ControlPlane *int `json:"control_plane,omitempty"`
 	// KubernetesVersion is the version an upgrade asks for.
 	KubernetesVersion string `json:"kubernetes_version,omitempty"`
 }
+
+// The recorded steps of a change.
+const (
+	// StepRestore: the objects are in the temporary management cluster. From then on that cluster,
+	// not the directory, holds the truth, and the objects are never restored again while it exists.
+	StepRestore = "restore"
+	// StepChange: the change is made (the replicas set, the version asked for, the Cluster
+	// deleted; for a creation, the cluster created). Begun, it may have happened.
+	StepChange = "change"
+	// StepExport: the objects are exported again into the directory.
+	StepExport = "export"
+)
+
+// Steps are the recorded steps of the operation's command, in order.
+func (o *Operation) Steps() []string {
+	if o.Command == CommandDelete {
+		return []string{StepRestore, StepChange}
+	}
+	return []string{StepRestore, StepChange, StepExport}
+}
+
+// Complete tells whether the change is made and kept (the objects exported again, or the cluster
+// gone): only the temporary management cluster remains to be deleted.
+func (o *Operation) Complete() bool { return o.AllDone(o.Steps()...) }
 
 // BootstrapCluster is the kind cluster a command brings back to manage a standalone cluster, as
 // state.json records it: a type of the file format, so that a change of kindcluster's own
@@ -197,15 +218,45 @@ func (d Dir) Load() (*State, error) {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return nil, fmt.Errorf("%s: damaged: %v", d.file(stateFile), err)
 	}
+	if err := st.readVersion1(data); err != nil {
+		return nil, fmt.Errorf("%s: damaged: %v", d.file(stateFile), err)
+	}
 	if err := st.check(); err != nil {
 		return nil, fmt.Errorf("%s: damaged: %w", d.file(stateFile), err)
 	}
 	return &st, nil
 }
 
+// readVersion1 reads the operation under way as version 1 recorded it: restored, applied (the
+// change begun) and finished (the change kept).
+func (st *State) readVersion1(data []byte) error {
+	if st.Version != 1 || st.Pending == nil {
+		return nil
+	}
+	var v1 struct {
+		Pending struct{ Restored, Applied, Finished bool } `json:"pending"`
+	}
+	if err := json.Unmarshal(data, &v1); err != nil {
+		return err
+	}
+	p, old := st.Pending, v1.Pending
+	for _, step := range p.Steps() {
+		switch {
+		case old.Finished,
+			step == StepRestore && old.Restored,
+			// A creation's change is the cluster's creation: made before its record began.
+			step == StepChange && p.Command == CommandCreate:
+			p.Done = append(p.Done, step)
+		case step == StepChange && old.Applied:
+			p.Running = step
+		}
+	}
+	return nil
+}
+
 func (st *State) check() error {
-	if st.Version != FormatVersion {
-		return fmt.Errorf("version: %d, expected %d", st.Version, FormatVersion)
+	if st.Version < 1 || st.Version > FormatVersion {
+		return fmt.Errorf("version: %d, expected 1 to %d", st.Version, FormatVersion)
 	}
 	for key, v := range map[string]string{
 		"environment": st.Environment, "cluster": st.Cluster, "namespace": st.Namespace,
