@@ -162,7 +162,7 @@ values, and works whatever they are.`,
 			// Every wait inside is bounded; this bounds the requests to a cluster that stops answering.
 			ctx, cancel := context.WithTimeout(cmd.Context(), 45*time.Minute)
 			defer cancel()
-			return cleanup.Run(ctx, kindcluster.New(dir.KindClusters(), func(msg string) { fmt.Fprintln(out, "kind:", msg) }), cleanup.Target{
+			return cleanup.Run(ctx, kindcluster.New(dir.KindClusters(), func(msg string) { fmt.Fprintln(out, "kind:", msg) }), cleanup.DockerCLI{}, cleanup.Target{
 				Environment: w.env.Name,
 				State:       dir,
 				Kind:        v.BootstrapCluster.Name,

@@ -43,6 +43,16 @@ type Target struct {
 	Flux func(context.Context) ([]*unstructured.Unstructured, error)
 }
 
+// KindClusters are the host's kind clusters, as cleanup uses them: *kindcluster.Manager on the
+// host, an API server without Docker in tests.
+type KindClusters interface {
+	Exists(name string) (bool, error)
+	Connect(name string) (*kube.Cluster, error)
+	Delete(name string) error
+}
+
+var _ KindClusters = (*kindcluster.Manager)(nil)
+
 // records are the files the bootstrap of the target's environment wrote about it: the
 // management kubeconfig (written once the cluster was self-managed; removed with the cluster, so
 // that a new bootstrap is not refused for a cluster that is gone), the containers of its clusters
@@ -56,11 +66,12 @@ func (t Target) records() records {
 	return records{kubeconfig: e.ManagementKubeconfig(), containers: e.ContainersRecord(), adopted: e.AdoptedRecord()}
 }
 
-// Run removes the target, reporting each step. Containers are removed directly only when they
-// are this environment's: named after a machine or load balancer of its clusters (as the clusters
-// reachable now define them, or as recorded before). An environment with a standalone cluster is
-// refused (`bootstrap delete` removes it), but for an interrupted creation, whose state goes too.
-func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string, ...any)) (err error) {
+// Run removes the target from the host's kind clusters and containers (DockerCLI), reporting
+// each step. Containers are removed directly only when they are this environment's: named after a
+// machine or load balancer of its clusters (as the clusters reachable now define them, or as
+// recorded before). An environment with a standalone cluster is refused (`bootstrap delete`
+// removes it), but for an interrupted creation, whose state goes too.
+func Run(ctx context.Context, kind KindClusters, containers Containers, t Target, log func(string, ...any)) (err error) {
 	hold, err := standalone.HoldForCleanup(t.State.Standalone(), t.Environment)
 	if err != nil {
 		return err
@@ -70,10 +81,10 @@ func Run(ctx context.Context, m *kindcluster.Manager, t Target, log func(string,
 			err = rerr
 		}
 	}()
-	return run(ctx, m, t, t.records(), log)
+	return run(ctx, kind, containers, t, t.records(), log)
 }
 
-func run(ctx context.Context, m *kindcluster.Manager, t Target, rec records, log func(string, ...any)) error {
+func run(ctx context.Context, kind KindClusters, containers Containers, t Target, rec records, log func(string, ...any)) error {
 	owned, err := readRecord(rec.containers)
 	if err != nil {
 		return err
@@ -110,17 +121,17 @@ func run(ctx context.Context, m *kindcluster.Manager, t Target, rec records, log
 			return fmt.Errorf("the adopted management cluster of %s (%s) does not answer, nothing was removed: %w; if it is gone, remove %s and %s", t.Environment, management.Config.Host, err, rec.kubeconfig, rec.adopted)
 		}
 		if recorded || st.Adopted {
-			return removeAdopted(ctx, management, t, rec, owned, log)
+			return removeAdopted(ctx, management, containers, t, rec, owned, log)
 		}
 	}
 	// deleted: the Cluster is gone from the bootstrap cluster with everything its provider made.
 	deleted := false
-	exists, err := m.Exists(t.Kind)
+	exists, err := kind.Exists(t.Kind)
 	if err != nil {
 		return err
 	}
 	if exists {
-		c, err := m.Connect(t.Kind)
+		c, err := kind.Connect(t.Kind)
 		if err != nil {
 			return err
 		}
@@ -153,7 +164,7 @@ func run(ctx context.Context, m *kindcluster.Manager, t Target, rec records, log
 			}
 		}
 		log("deleting kind cluster %s", t.Kind)
-		if err := m.Delete(t.Kind); err != nil {
+		if err := kind.Delete(t.Kind); err != nil {
 			return err
 		}
 	} else {
@@ -174,7 +185,7 @@ func run(ctx context.Context, m *kindcluster.Manager, t Target, rec records, log
 		log("the machines of %s are not containers of this host: delete them from the management cluster", t.Cluster)
 		return nil
 	}
-	if err := removeContainers(ctx, append(workloads, t.Cluster), owned, log); err != nil {
+	if err := removeContainers(ctx, containers, append(workloads, t.Cluster), owned, log); err != nil {
 		return err
 	}
 	return forget(rec, log)
@@ -182,7 +193,7 @@ func run(ctx context.Context, m *kindcluster.Manager, t Target, rec records, log
 
 // removeAdopted removes what cluster-init installed into the adopted management cluster and
 // the workload clusters it made, and leaves the cluster itself running.
-func removeAdopted(ctx context.Context, m *kube.Cluster, t Target, rec records, owned Owned, log func(string, ...any)) error {
+func removeAdopted(ctx context.Context, m *kube.Cluster, containers Containers, t Target, rec records, owned Owned, log func(string, ...any)) error {
 	log("the management cluster of %s is adopted (%s): removing what cluster-init installed, the cluster itself stays", t.Environment, m.Config.Host)
 	if t.Flux == nil {
 		return fmt.Errorf("cleanup of an adopted cluster: no Flux objects to remove")
@@ -197,7 +208,7 @@ func removeAdopted(ctx context.Context, m *kube.Cluster, t Target, rec records, 
 	}
 	// Their machines, should Cluster API have left one.
 	if t.CAPD && len(workloads) > 0 {
-		if err := removeContainers(ctx, workloads, owned, log); err != nil {
+		if err := removeContainers(ctx, containers, workloads, owned, log); err != nil {
 			return err
 		}
 	}

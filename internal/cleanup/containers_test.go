@@ -13,7 +13,7 @@ import (
 // Another kind cluster called "management" (its nodes carry the same label as CAPD's machines)
 // is not this environment's: only the containers its clusters define are removed.
 func TestOnlyTheEnvironmentsContainersAreRemoved(t *testing.T) {
-	all := []container{
+	all := []Container{
 		{"1", "management-control-plane-x9fsm", "management"},
 		{"2", "management-workers-gqjkw-nzdpf", "management"},
 		{"3", "management-lb", "management"},
@@ -24,7 +24,7 @@ func TestOnlyTheEnvironmentsContainersAreRemoved(t *testing.T) {
 	}
 	owned := Owned{"management-control-plane-x9fsm": true, "management-workers-gqjkw-nzdpf": true, "management-lb": true, "wl1-md-abc": true, "other-control-plane": true}
 	remove, foreign := choose(all, []string{"wl1", "management"}, owned)
-	ids := func(cs []container) (out []string) {
+	ids := func(cs []Container) (out []string) {
 		for _, c := range cs {
 			out = append(out, c.ID)
 		}
