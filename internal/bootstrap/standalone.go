@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"context"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -33,7 +34,7 @@ func newCreating(s *session) *standalone.Creating {
 func keepStandalone(ctx context.Context, s *session, bc *bootstrapCluster, plan *render.Result, c *standalone.Creating) error {
 	cni, err := bootstrapCNI(ctx, s, plan.Settings)
 	if err != nil {
-		return err
+		return fmt.Errorf("keep what manages standalone cluster %s: %w", plan.Settings.Cluster.Name, err)
 	}
 	merged, err := yaml.Marshal(plan.Merged)
 	if err != nil {

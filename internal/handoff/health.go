@@ -52,8 +52,10 @@ type HealthChecks struct {
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
 	watching map[string]bool
-	// followed is, for each unit, the start of the last reconciliation followed.
+	// followed is, for each unit, the start of the last reconciliation followed; asked, when
+	// it was last asked to reconcile.
 	followed map[string]time.Time
+	asked    map[string]time.Time
 	remotes  map[string]*kube.Cluster // by kubeconfig Secret namespace/name@resourceVersion
 }
 
@@ -62,7 +64,7 @@ func NewHealthChecks(ctx context.Context, cluster *kube.Cluster) *HealthChecks {
 	ctx, stop := context.WithCancel(ctx)
 	return &HealthChecks{
 		cluster: cluster, interval: healthInterval, now: time.Now, ctx: ctx, stop: stop,
-		watching: map[string]bool{}, followed: map[string]time.Time{}, remotes: map[string]*kube.Cluster{},
+		watching: map[string]bool{}, followed: map[string]time.Time{}, asked: map[string]time.Time{}, remotes: map[string]*kube.Cluster{},
 	}
 }
 
@@ -81,7 +83,9 @@ func (h *HealthChecks) Follow(u readiness.Units) {
 		if !check.Running || h.watching[name] || h.ctx.Err() != nil || h.followed[name].Equal(check.Applying) {
 			continue
 		}
-		if check.ApplyTook() > maxApplyToInterrupt {
+		// Within minGap of a request, the reconciliation it started may be read as a check (the
+		// interrupted check and the apply after it started in the same second).
+		if check.ApplyTook() > maxApplyToInterrupt || h.now().Sub(h.asked[name]) < minGap {
 			continue
 		}
 		h.watching[name] = true
@@ -89,10 +93,16 @@ func (h *HealthChecks) Follow(u readiness.Units) {
 		h.wg.Add(1)
 		go func() {
 			defer h.wg.Done()
-			h.follow(h.ctx, ks.DeepCopy(), check)
+			asked, retry := h.follow(h.ctx, ks.DeepCopy(), check)
 			h.mu.Lock()
+			defer h.mu.Unlock()
 			delete(h.watching, name)
-			h.mu.Unlock()
+			if retry {
+				delete(h.followed, name)
+			}
+			if !asked.IsZero() {
+				h.asked[name] = asked
+			}
 		}()
 	}
 }
@@ -104,20 +114,21 @@ func (h *HealthChecks) Stop() {
 }
 
 // follow waits until the objects the health check of ks waits for are ready, then, if the same
-// check still runs, asks Flux for a reconciliation. Failures end the hint silently: Flux's own
-// check goes on regardless.
-func (h *HealthChecks) follow(ctx context.Context, ks *kustomizev1.Kustomization, check readiness.HealthCheck) {
+// check still runs, asks Flux for a reconciliation, and says when (zero: not asked). Failures end
+// the hint silently: Flux's own check goes on regardless; retry: the objects could not be looked
+// at yet, the next look at the units may follow the same check again.
+func (h *HealthChecks) follow(ctx context.Context, ks *kustomizev1.Kustomization, check readiness.HealthCheck) (asked time.Time, retry bool) {
 	ids, err := readiness.HealthChecked(ks)
 	if err != nil {
-		return
+		return time.Time{}, false
 	}
 	ids = slowToBeReady(ids)
 	if len(ids) == 0 {
-		return
+		return time.Time{}, false
 	}
 	c, err := h.clusterOf(ctx, ks)
 	if err != nil {
-		return
+		return time.Time{}, true
 	}
 	// Stop following once Flux's check is over, whatever the objects do.
 	ctx, cancel := context.WithCancel(ctx)
@@ -139,7 +150,7 @@ func (h *HealthChecks) follow(ctx context.Context, ks *kustomizev1.Kustomization
 	}()
 	waited, err := readiness.WaitHealthy(ctx, c, ks, ids, h.interval)
 	if err != nil {
-		return
+		return time.Time{}, false
 	}
 	if !waited {
 		// Ready at every look of ours: Flux's check passes at its own look unless it has already
@@ -147,16 +158,20 @@ func (h *HealthChecks) follow(ctx context.Context, ks *kustomizev1.Kustomization
 		if wait := healthSettle - h.now().Sub(check.Checking); wait > 0 {
 			select {
 			case <-ctx.Done():
-				return
+				return time.Time{}, false
 			case <-time.After(wait):
 			}
 		}
 	}
 	current, still := h.stillChecking(ctx, ks, check)
 	if !still {
-		return
+		return time.Time{}, false
 	}
-	_, _ = RequestReconcile(ctx, h.cluster.Client, current, h.now())
+	now := h.now()
+	if _, err := RequestReconcile(ctx, h.cluster.Client, current, now); err != nil {
+		return time.Time{}, false
+	}
+	return now, false
 }
 
 // stillChecking reads ks again and tells whether the check of the same reconciliation still runs.

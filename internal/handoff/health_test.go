@@ -210,13 +210,15 @@ func TestHealthChecksAskAtMostOncePerReconciliation(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A Service is ready once it exists (kstatus): every check below waits for objects that are
-	// ready at once.
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
-	}
-	if err := c.Client.Create(ctx, svc); err != nil {
-		t.Fatal(err)
+	// ready at once, two of them (a look reports them one at a time).
+	for _, name := range []string{"web", "api"} {
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+		}
+		if err := c.Client.Create(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
 	}
 	src := kustomizev1.CrossNamespaceSourceReference{Kind: "OCIRepository", Name: "src"}
 	unit := func(name string) *kustomizev1.Kustomization {
@@ -224,7 +226,10 @@ func TestHealthChecksAskAtMostOncePerReconciliation(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: kustomizev1.KustomizationSpec{
 				Interval: metav1.Duration{Duration: time.Hour}, Path: "./" + name, SourceRef: src,
-				HealthChecks: []meta.NamespacedObjectKindReference{{APIVersion: "v1", Kind: "Service", Name: "web", Namespace: ns}},
+				HealthChecks: []meta.NamespacedObjectKindReference{
+					{APIVersion: "v1", Kind: "Service", Name: "web", Namespace: ns},
+					{APIVersion: "v1", Kind: "Service", Name: "api", Namespace: ns},
+				},
 			},
 		}
 	}

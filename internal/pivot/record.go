@@ -26,9 +26,11 @@ type State struct {
 	Completed *metav1.Time `json:"completed,omitempty"`
 }
 
-// Started tells whether the pivot has begun a step: from then on the bootstrap cluster must not
-// change (its units that reconcile the definitions may be suspended, the definitions moved).
-func (s State) Started() bool { return len(s.Done) > 0 || s.Running != "" }
+// Started tells whether the pivot has done a step: from then on the bootstrap cluster must not
+// change (its units that reconcile the definitions may be suspended, the definitions moved). A
+// first step that keeps failing (saving the management kubeconfig) changes nothing: a run with a
+// corrected checkout may still publish it.
+func (s State) Started() bool { return len(s.Done) > 0 }
 
 // CheckComplete fails unless the pivot recorded itself complete, with what it has done so far.
 func (s State) CheckComplete() error {

@@ -34,12 +34,17 @@ type HealthCheck struct {
 	// reconciliation applies again; that reconciliation's own check then keeps Healthy's older
 	// transition time, so it cannot be told from the apply before it: neither counts as running.
 	Running bool
-	// Applying is when the reconciliation started (Ready's transition to Unknown) and Checking
-	// when its check did (Healthy's), both to the second as the cluster records them.
+	// Applying is when the reconciliation started (Ready's transition to Unknown: before it
+	// fetched, built and applied the unit) and Checking when its check did (Healthy's), both to
+	// the second as the cluster records them. Flux moves a condition's transition time when its
+	// status, reason or message changes: the check of a new revision (its message names the
+	// revision) gets a time of its own, the check that follows an interrupted one of the same
+	// revision does not.
 	Applying, Checking time.Time
 }
 
-// ApplyTook is how long the reconciliation applied the unit before its check started.
+// ApplyTook is how long the reconciliation fetched, built and applied the unit before its check
+// started.
 func (h HealthCheck) ApplyTook() time.Duration { return h.Checking.Sub(h.Applying) }
 
 // HealthCheckOf reads the health check of ks's reconciliation under way.
@@ -113,11 +118,11 @@ func WaitHealthy(ctx context.Context, c *kube.Cluster, ks *kustomizev1.Kustomiza
 	coll := collector.NewResourceStatusCollector(ids)
 	var healthy, notReady atomic.Bool
 	done := coll.ListenWithObserver(poller.Poll(ctx, ids, polling.PollOptions{PollInterval: interval}),
-		collector.ObserverFunc(func(rsc *collector.ResourceStatusCollector, _ event.Event) {
-			for _, rs := range rsc.ResourceStatuses {
-				if rs != nil && rs.Status != status.CurrentStatus {
-					notReady.Store(true)
-				}
+		collector.ObserverFunc(func(rsc *collector.ResourceStatusCollector, e event.Event) {
+			// The event's own object only: the collector starts every object Unknown, and the
+			// poller reports them one event each.
+			if e.Type == event.ResourceUpdateEvent && e.Resource != nil && e.Resource.Status != status.CurrentStatus {
+				notReady.Store(true)
 			}
 			if pending, _ := pendingOf(rsc); len(pending) == 0 {
 				healthy.Store(true)

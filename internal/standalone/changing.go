@@ -41,6 +41,8 @@ type Changing struct {
 	st   *State
 	lock *Lock
 	mc   *kube.Cluster
+	// steps moves the record of the change on (st.Pending.Record).
+	steps *steps.Machine
 	// work is what the phases do in the clusters: the real work, or a test's stand-in (kind and
 	// clusterctl need Docker).
 	work clusterWork
@@ -121,7 +123,12 @@ func (f *Changing) Phases() []Phase {
 				// An export killed half-way leaves the Cluster paused.
 				return setPaused(ctx, f.mc, f.st, false)
 			}
-			return f.step(ctx, StepRestore, f.work.restore)
+			if err := f.step(ctx, StepRestore, f.work.restore); err != nil {
+				return err
+			}
+			// Said once recorded: a command stopped from here on never restores again.
+			f.Out.Log("restored the objects of %s into the temporary management cluster", f.st.Cluster)
+			return nil
 		})},
 		{f.Change.Command, unlessComplete(func(ctx context.Context) error {
 			return f.step(ctx, StepChange, f.work.change)
@@ -138,13 +145,12 @@ func (f *Changing) Phases() []Phase {
 // step runs one recorded step of the change (the project's step machine): recorded begun before
 // it runs, done after, the state saved each time.
 func (f *Changing) step(ctx context.Context, name string, run func(ctx context.Context) error) error {
-	m := &steps.Machine{Record: &f.st.Pending.Record, Save: func(context.Context) error { return f.dir.Save(f.st) }, What: f.Change.Command}
-	return m.Do(ctx, steps.Step{Name: name, Run: run})
+	return f.steps.Do(ctx, steps.Step{Name: name, Run: run})
 }
 
 // begin locks the state, checks it and the change asked for, and records the change (or finds
 // the interrupted one it continues).
-func (f *Changing) begin(context.Context) (err error) {
+func (f *Changing) begin(ctx context.Context) (err error) {
 	if f.dir, err = DirOf(f.Root, f.Env); err != nil {
 		return err
 	}
@@ -174,7 +180,15 @@ func (f *Changing) begin(context.Context) (err error) {
 	for _, n := range notes {
 		f.Out.Log("%s", n)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	f.steps = &steps.Machine{Record: &f.st.Pending.Record, Save: func(context.Context) error { return f.dir.Save(f.st) }, What: f.Change.Command}
+	if f.st.Pending.Complete() {
+		return nil
+	}
+	// One more attempt at the change, counted in the state.
+	return f.steps.Begin(ctx)
 }
 
 // export exports the objects again, with what the change made of the state.

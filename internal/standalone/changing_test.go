@@ -101,6 +101,7 @@ func TestAChangeRunsEachStepOnceAndResumesWhereItStopped(t *testing.T) {
 		unpaused  bool
 		machines  int
 		noEnsured bool
+		attempts  int // of the change left under way
 	}
 	yes, no := ptr.To(true), ptr.To(false)
 	for _, c := range []struct {
@@ -114,7 +115,7 @@ func TestAChangeRunsEachStepOnceAndResumesWhereItStopped(t *testing.T) {
 			want: want{ran: []string{"temporary", "providers", "restore", "change", "export"}, deleted: true, kept: true, pending: no, machines: 2}},
 		{name: "killed in the change: the temporary cluster and the change under way are kept", change: Change{Command: CommandScale, Workers: &two},
 			fail: map[string]error{"change": errors.New("killed")},
-			want: want{err: "scale step change: killed", ran: []string{"temporary", "providers", "restore", "change"}, kept: true, pending: yes}},
+			want: want{err: "scale step change: killed", ran: []string{"temporary", "providers", "restore", "change"}, kept: true, pending: yes, attempts: 1}},
 		{name: "run again after a kill in the change: not restored again, the Cluster unpaused, the change made again",
 			setup:  setup{pending: &Operation{Command: CommandScale, Workers: &two, Record: steps.Record{Done: []string{StepRestore}, Running: StepChange}}, temporary: true},
 			change: Change{Command: CommandScale, Workers: &two},
@@ -156,7 +157,17 @@ func TestAChangeRunsEachStepOnceAndResumesWhereItStopped(t *testing.T) {
 			if c.setup.temporary {
 				kind.clusters[st.BootstrapCluster.Name] = true
 			}
-			f := &Changing{Root: filepath.Dir(d.Path), Env: st.Environment, Key: k, Change: c.change, Out: testReporter{t}, Temporary: Temporary{Kind: kind}}
+			// The e2e kills a command on the word that the objects are restored: by then the
+			// state must say so, or the next run would restore them again.
+			out := testReporter{t: t, onLog: func(msg string) {
+				if !strings.HasPrefix(msg, "restored the objects") {
+					return
+				}
+				if saved, err := d.Load(); err != nil || saved.Pending == nil || !saved.Pending.IsDone(StepRestore) {
+					t.Errorf("%q said before the state records the restore: %+v, %v", msg, saved, err)
+				}
+			}}
+			f := &Changing{Root: filepath.Dir(d.Path), Env: st.Environment, Key: k, Change: c.change, Out: out, Temporary: Temporary{Kind: kind}}
 			w := &fakeWork{f: f, fail: c.fail}
 			f.work = w
 			defer f.Close()
@@ -192,6 +203,9 @@ func TestAChangeRunsEachStepOnceAndResumesWhereItStopped(t *testing.T) {
 			if c.want.pending != nil && (saved.Pending != nil) != *c.want.pending {
 				t.Errorf("change under way: %+v, want one: %t", saved.Pending, *c.want.pending)
 			}
+			if c.want.attempts > 0 && (saved.Pending == nil || saved.Pending.Attempts != c.want.attempts) {
+				t.Errorf("change under way: %+v, want %d attempts", saved.Pending, c.want.attempts)
+			}
 			if c.want.version != "" && saved.KubernetesVersion != c.want.version {
 				t.Errorf("version %s, want %s", saved.KubernetesVersion, c.want.version)
 			}
@@ -218,7 +232,7 @@ func TestADeletionBegunIsFinishedByADeletionOnly(t *testing.T) {
 	k := newKey(t)
 	d, st := newState(t, k)
 	kind := &fakeKind{clusters: map[string]bool{}}
-	f := &Changing{Root: filepath.Dir(d.Path), Env: st.Environment, Key: k, Change: Change{Command: CommandDelete}, Out: testReporter{t}, Temporary: Temporary{Kind: kind}}
+	f := &Changing{Root: filepath.Dir(d.Path), Env: st.Environment, Key: k, Change: Change{Command: CommandDelete}, Out: testReporter{t: t}, Temporary: Temporary{Kind: kind}}
 	w := &fakeWork{f: f, fail: map[string]error{"change": errors.New("killed")}}
 	f.work = w
 	var err error
@@ -232,7 +246,7 @@ func TestADeletionBegunIsFinishedByADeletionOnly(t *testing.T) {
 		t.Fatalf("%v; %q", err, f.Interrupted())
 	}
 	two := 2
-	g := &Changing{Root: filepath.Dir(d.Path), Env: st.Environment, Key: k, Change: Change{Command: CommandScale, Workers: &two}, Out: testReporter{t}, Temporary: Temporary{Kind: kind}}
+	g := &Changing{Root: filepath.Dir(d.Path), Env: st.Environment, Key: k, Change: Change{Command: CommandScale, Workers: &two}, Out: testReporter{t: t}, Temporary: Temporary{Kind: kind}}
 	g.work = &fakeWork{f: g}
 	defer g.Close()
 	if err := g.Phases()[0].Run(t.Context()); err == nil || !strings.Contains(err.Error(), "is being deleted") {
@@ -240,10 +254,18 @@ func TestADeletionBegunIsFinishedByADeletionOnly(t *testing.T) {
 	}
 }
 
-// testReporter writes a flow's messages to the test's log.
-type testReporter struct{ t *testing.T }
+// testReporter writes a flow's messages to the test's log; onLog, if set, sees each message.
+type testReporter struct {
+	t     *testing.T
+	onLog func(msg string)
+}
 
-func (r testReporter) Log(format string, args ...any) { r.t.Logf(format, args...) }
+func (r testReporter) Log(format string, args ...any) {
+	r.t.Logf(format, args...)
+	if r.onLog != nil {
+		r.onLog(fmt.Sprintf(format, args...))
+	}
+}
 func (r testReporter) Waiting(what string, pending []string) {
 	r.t.Log(fmt.Sprintf("waiting for %s: %s", what, strings.Join(pending, "; ")))
 }

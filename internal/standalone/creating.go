@@ -138,7 +138,11 @@ func (c *Creating) Keep(ctx context.Context, cr Created) error {
 	st.BootstrapCluster = BootstrapClusterOf(v)
 	st.Recipient = c.Key.Recipient()
 	// The cluster is created, and its objects are where a change would restore them to.
-	st.Pending = &Operation{Command: CommandCreate, Started: time.Now().UTC(), Record: steps.Record{Done: []string{StepRestore, StepChange}}}
+	attempts := 0
+	if st.Pending != nil {
+		attempts = st.Pending.Attempts
+	}
+	st.Pending = &Operation{Command: CommandCreate, Started: time.Now().UTC(), Record: steps.Record{Done: []string{StepRestore, StepChange}, Attempts: attempts}}
 	mgmt, err := c.dir.storeManagement(c.Key, cr.CNI, cr.Graph, cr.ObjectsOf)
 	if err != nil {
 		return fmt.Errorf("keep what manages standalone cluster %s: %w", st.Cluster, err)
@@ -151,6 +155,9 @@ func (c *Creating) Keep(ctx context.Context, cr Created) error {
 		return err
 	}
 	m := &steps.Machine{Record: &st.Pending.Record, Save: func(context.Context) error { return c.dir.Save(st) }, What: CommandCreate}
+	if err := m.Begin(ctx); err != nil {
+		return err
+	}
 	if err := m.Do(ctx, steps.Step{Name: StepExport, Run: func(ctx context.Context) error {
 		return exportObjects(ctx, c.Out, c.dir, c.Key, cr.Management, c.Temporary.kubeconfig(st), st)
 	}}); err != nil {

@@ -96,9 +96,11 @@ func (t Temporary) ensure(ctx context.Context, out Reporter, d Dir, k *Key, st *
 	if err != nil {
 		return nil, err
 	}
-	if _, err := apply.New(c).Apply(ctx, objs); err != nil {
+	cs, err := apply.New(c).Apply(ctx, objs)
+	if err != nil {
 		return nil, fmt.Errorf("apply the CNI of the temporary management cluster: %w", err)
 	}
+	out.Log("applied the CNI: %d objects", len(cs.Entries))
 	if err := waitReady(ctx, out, c, "the CNI", objs, 5*time.Minute); err != nil {
 		return nil, fmt.Errorf("the CNI of the temporary management cluster: %w", err)
 	}

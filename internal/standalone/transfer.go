@@ -93,7 +93,6 @@ func restoreObjects(ctx context.Context, out Reporter, d Dir, k *Key, mc *kube.C
 	if len(list.Items) != 1 || list.Items[0].Name != st.Cluster {
 		return fmt.Errorf("the temporary management cluster holds %d Clusters after the restore, expected exactly %s", len(list.Items), st.Cluster)
 	}
-	out.Log("restored the objects of %s into the temporary management cluster", st.Cluster)
 	return nil
 }
 
