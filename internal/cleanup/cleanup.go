@@ -48,6 +48,8 @@ type Target struct {
 type KindClusters interface {
 	Exists(name string) (bool, error)
 	Connect(name string) (*kube.Cluster, error)
+	// Owns fails unless the kind cluster is cluster-init's for the environment.
+	Owns(ctx context.Context, c *kube.Cluster, name, environment string) error
 	Delete(name string) error
 }
 
@@ -135,7 +137,7 @@ func run(ctx context.Context, kind KindClusters, containers Containers, t Target
 		if err != nil {
 			return err
 		}
-		if err := kindcluster.CheckMarker(ctx, c, t.Environment); err != nil {
+		if err := kind.Owns(ctx, c, t.Kind, t.Environment); err != nil {
 			return fmt.Errorf("kind cluster %s: %w: not deleting it", t.Kind, err)
 		}
 		remember(c)

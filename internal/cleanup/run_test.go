@@ -210,6 +210,15 @@ func TestAKindClusterOfAnotherEnvironmentIsLeft(t *testing.T) {
 	if len(kind.deleted) != 0 || len(host.removed) != 0 || len(recordsLeft(rec)) != 1 {
 		t.Errorf("removed: kind clusters %v, containers %v; records left %v", kind.deleted, host.removed, recordsLeft(rec))
 	}
+
+	// A kind cluster of the same name that cluster-init did not create (no marker, no record of
+	// its creation): a user's own, left alone.
+	unmarked := testenv.Start(t, "unmarked")
+	kind = &kindClusters{clusters: map[string]*kube.Cluster{kindName: unmarked}, records: tg.State.KindClusters()}
+	err = Run(ctx, kind, host, tg, logf(t))
+	if err == nil || !strings.Contains(err.Error(), "was not created by cluster-init") || len(kind.deleted) != 0 || len(host.removed) != 0 {
+		t.Errorf("a kind cluster cluster-init did not create: %v; deleted %v, removed %v", err, kind.deleted, host.removed)
+	}
 }
 
 // Machines elsewhere than this host, a Cluster that Cluster API cannot delete: the kind cluster
@@ -339,6 +348,13 @@ func TestNothingLeftForgetsTheRecords(t *testing.T) {
 type kindClusters struct {
 	clusters map[string]*kube.Cluster
 	deleted  []string
+	// records is where kindcluster's records of the clusters it creates are (none: empty).
+	records string
+}
+
+// Owns is kindcluster's own rule, on the clusters' markers and the records under k.records.
+func (k *kindClusters) Owns(ctx context.Context, c *kube.Cluster, name, environment string) error {
+	return kindcluster.New(k.records, func(string) {}).Owns(ctx, c, name, environment)
 }
 
 func (k *kindClusters) Exists(name string) (bool, error) {

@@ -241,6 +241,25 @@ func WriteMarker(ctx context.Context, c *kube.Cluster, environment string) error
 	return writeMarker(ctx, c, Config{Environment: environment})
 }
 
+// Owns fails unless the kind cluster name (connected as c) is cluster-init's for environment, as
+// far as this manager's state directory knows: its marker names environment, or it has no marker
+// and this directory's record says cluster-init was creating it for environment when it was
+// interrupted. A kind cluster of that name that cluster-init did not create is not its to delete.
+func (m *Manager) Owns(ctx context.Context, c *kube.Cluster, name, environment string) error {
+	cm := &corev1.ConfigMap{}
+	err := c.Client.Get(ctx, client.ObjectKey{Namespace: MarkerNamespace, Name: MarkerName}, cm)
+	switch {
+	case apierrors.IsNotFound(err):
+		if m.interruptedCreation(Config{Name: name, Environment: environment}) {
+			return nil
+		}
+		return fmt.Errorf("kind cluster %s was not created by cluster-init for %s (no ConfigMap %s/%s in it, no record of its creation in %s)", name, environment, MarkerNamespace, MarkerName, m.dir(name))
+	case err != nil:
+		return fmt.Errorf("kind cluster %s: read ConfigMap %s/%s: %w", name, MarkerNamespace, MarkerName, err)
+	}
+	return CheckMarker(ctx, c, environment)
+}
+
 // CheckMarker fails when the cluster bootstraps another environment; absent marker is fine for
 // an existing cluster given explicitly.
 func CheckMarker(ctx context.Context, c *kube.Cluster, environment string) error {
