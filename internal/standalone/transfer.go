@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	clusterctl "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
@@ -24,6 +25,11 @@ func exportObjects(ctx context.Context, out Reporter, d Dir, k *Key, mc *kube.Cl
 	}
 	if !view.Found {
 		return fmt.Errorf("Cluster %s/%s is not in the management cluster: nothing to export", st.Namespace, st.Cluster)
+	}
+	// At the end of a roll the MachineDeployment deletes its old MachineSet: one listed by the
+	// move and gone when it reads it fails the export.
+	if err := machines.WaitAtRest(ctx, mc.Client, st.Namespace, st.Cluster, waitInterval, 5*time.Minute, out.Waiting); err != nil {
+		return err
 	}
 	// clusterctl refuses to export a paused Cluster; only an export or a restore killed half-way
 	// leaves it paused, and this package is what runs them.
