@@ -44,6 +44,16 @@ var badValues = []struct {
 	// The cluster a release runs in is not the values' to say.
 	{"context set by --values", "context: management\n", []string{":1: context", "expected no such key"}},
 	{"self_managed set by --values", "self_managed: true\n", []string{":1: self_managed", "expected no such key"}},
+	// URLs: parsed as their controllers will, not only their first characters.
+	{"a source URL without a host", "source:\n  type: git\n  url: https://\n", []string{":3: source.url", "no host", "expected https://, http://, ssh://host[:port]/path"}},
+	{"a source URL with a port out of range", "source:\n  type: git\n  url: https://git.example.invalid:99999/repo.git\n", []string{":3: source.url", `port "99999"`, "1 to 65535"}},
+	{"a git source with an OCI URL", "source:\n  type: git\n  url: oci://registry.example.invalid/repo\n", []string{":3: source.url", `scheme "oci"`}},
+	{"a source URL with a space", "source:\n  type: git\n  url: https://git example.invalid/repo.git\n", []string{":3: source.url", "a space or control character at position 12"}},
+	{"a mirror on port 0", "registry_mirrors:\n  hosts_config:\n    quay.io:\n      - mirror_url: http://mirror.example.invalid:0/v2\n", []string{`:4: registry_mirrors.hosts_config["quay.io"][0].mirror_url`, `port "0"`}},
+	{"a mirrored registry on a port out of range", "registry_mirrors:\n  hosts_config:\n    quay.io:70000:\n      - mirror_url: http://mirror.example.invalid:5000\n", []string{`:3: registry_mirrors.hosts_config["quay.io:70000"]`, `port "70000"`, "expected host or host:port"}},
+	{"a proxy with a port out of range", "proxies:\n  https_proxy: http://proxy.example.invalid:123456\n", []string{":2: proxies.https_proxy", `port "123456"`}},
+	{"a mirror whose host is a bad IP address", "registry_mirrors:\n  hosts_config:\n    docker.io:\n      - mirror_url: http://10.0.0.300:5000\n", []string{`:4: registry_mirrors.hosts_config["docker.io"][0].mirror_url`, `host "10.0.0.300": not an IP address`}},
+	{"a tenant repository URL with a port that is not a number", "workload_clusters:\n  tenants:\n    team-a:\n      repository:\n        url: https://git.example.invalid:abc/x.git\n", []string{":5: workload_clusters.tenants.team-a.repository.url", "not a URL", "invalid port"}},
 	// Secrets in the wrong place.
 	{"a password in the source URL", "source:\n  type: git\n  url: https://bob:t0ken@git.example.invalid/repo.git\n", []string{":3: source.url", "carries a password", "credentials.git"}},
 	{"credentials in --values", "credentials:\n  git:\n    password: x\n", []string{":1: credentials", "secrets file"}},

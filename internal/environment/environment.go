@@ -116,34 +116,61 @@ var userNames = map[string]bool{"username": true, "user": true}
 // urlPassword finds the password of a URL's user information (scheme://user:password@host).
 var urlPassword = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:([^/\s@]+)@`)
 
-// Resolve finds an environment by name (a directory of environment-values/) or path.
+// Resolve finds an environment by name (a directory of environment-values/) or by the path of
+// its directory. Anything else is refused, naming the environments there are: a file, even one of
+// an environment, would otherwise stand for the whole environment without saying so, and a
+// directory without a kustomization is no environment.
 func Resolve(repoRoot, nameOrPath string) (name, dir string, err error) {
-	candidates := []string{filepath.Join(repoRoot, Dir, nameOrPath)}
-	if filepath.IsAbs(nameOrPath) || strings.HasPrefix(nameOrPath, ".") || strings.ContainsRune(nameOrPath, filepath.Separator) {
-		// A path as the shell completes it: from the current directory, or from the checkout.
-		candidates = append([]string{nameOrPath, filepath.Join(repoRoot, nameOrPath)}, candidates...)
+	known, _ := List(repoRoot)
+	environments := fmt.Sprintf("(environments: %s)", strings.Join(known, ", "))
+	kustomization := konfig.DefaultKustomizationFileName()
+	// A path as the shell completes it: from the current directory, or from the checkout; a name
+	// first as a name.
+	asName, asPath := []string{filepath.Join(repoRoot, Dir, nameOrPath)}, []string{nameOrPath, filepath.Join(repoRoot, nameOrPath)}
+	pathLike := filepath.IsAbs(nameOrPath) || strings.HasPrefix(nameOrPath, ".") || strings.ContainsRune(nameOrPath, filepath.Separator)
+	candidates := append(asName, asPath...)
+	if pathLike {
+		candidates = append(asPath, asName...)
 	}
 	for _, c := range candidates {
-		if st, err := os.Stat(c); err == nil && !st.IsDir() {
-			c = filepath.Dir(c) // a file of the environment: its directory
+		st, err := os.Stat(c)
+		if err != nil {
+			continue
 		}
-		if st, err := os.Stat(c); err == nil && st.IsDir() {
-			if workloadCluster(c) {
-				return "", "", fmt.Errorf("%s is a workload cluster (a HelmRelease of the workload-clusters chart), not an environment: commit it under clusters/MANAGEMENT/workload-clusters/NAME/, where `bootstrap validate ENV` of the management environment (with a git source) checks it as the management cluster will", nameOrPath)
+		if !st.IsDir() {
+			parent := filepath.Dir(c)
+			if workloadCluster(parent) {
+				return "", "", workloadClusterError(nameOrPath)
 			}
-			abs, err := filepath.Abs(c)
-			if err != nil {
-				return "", "", err
+			if _, err := os.Stat(filepath.Join(parent, kustomization)); err == nil {
+				return "", "", fmt.Errorf("%s is a file: expected the directory of an environment, %s, or its name %s", nameOrPath, filepath.Dir(filepath.Clean(nameOrPath)), environments)
 			}
-			base := filepath.Join(repoRoot, Dir)
-			if rel, err := filepath.Rel(base, abs); err == nil && !strings.HasPrefix(rel, "..") {
-				return filepath.ToSlash(rel), abs, nil
-			}
-			return abs, abs, nil
+			return "", "", fmt.Errorf("%s is a file: expected the directory of an environment or its name %s", nameOrPath, environments)
 		}
+		if workloadCluster(c) {
+			return "", "", workloadClusterError(nameOrPath)
+		}
+		if _, err := os.Stat(filepath.Join(c, kustomization)); err != nil {
+			return "", "", fmt.Errorf("%s is not an environment: it has no %s with the environment's values and secrets %s", nameOrPath, kustomization, environments)
+		}
+		abs, err := filepath.Abs(c)
+		if err != nil {
+			return "", "", err
+		}
+		base := filepath.Join(repoRoot, Dir)
+		if rel, err := filepath.Rel(base, abs); err == nil && !strings.HasPrefix(rel, "..") {
+			return filepath.ToSlash(rel), abs, nil
+		}
+		return abs, abs, nil
 	}
-	known, _ := List(repoRoot)
-	return "", "", fmt.Errorf("environment %q: no directory %s (environments: %s)", nameOrPath, filepath.Join(Dir, nameOrPath), strings.Join(known, ", "))
+	if pathLike {
+		return "", "", fmt.Errorf("environment %q: no such directory %s", nameOrPath, environments)
+	}
+	return "", "", fmt.Errorf("environment %q: no directory %s %s", nameOrPath, filepath.Join(Dir, nameOrPath), environments)
+}
+
+func workloadClusterError(nameOrPath string) error {
+	return fmt.Errorf("%s is a workload cluster (a HelmRelease of the workload-clusters chart), not an environment: commit it under clusters/MANAGEMENT/workload-clusters/NAME/, where `bootstrap validate ENV` of the management environment (with a git source) checks it as the management cluster will", nameOrPath)
 }
 
 // workloadCluster tells whether dir holds a workload cluster's definition rather than an

@@ -15,9 +15,9 @@ import (
 // Check finds what the schema cannot say about merged values: networks that are not CIDR
 // blocks or that overlap, image references the field's parser refuses, a Kubernetes version that
 // does not match the node image or the RKE2 version, a context set by a file, an OpenStack cloud
-// missing from its clouds.yaml. Each problem names the file and line of the key, as schema
-// problems do; a secret's content is never quoted. It runs after the schema, on values the schema
-// accepted.
+// missing from its clouds.yaml, a URL without a scheme its user takes, a host or a port in range.
+// Each problem names the file and line of the key, as schema problems do; a secret's content is
+// never quoted. It runs after the schema, on values the schema accepted.
 func Check(layers []Layer, merged map[string]any, s Settings, fallback Origin) Problems {
 	c := checker{layers: layers, merged: merged, fallback: fallback}
 	c.networks(s)
@@ -26,6 +26,7 @@ func Check(layers []Layer, merged map[string]any, s Settings, fallback Origin) P
 	c.rke2AirGapped(s)
 	c.context()
 	c.sourceURL()
+	c.urls()
 	// A workload cluster's credentials are the management cluster's, given to its release in
 	// the cluster: offline, only an environment's own secrets can be checked.
 	if s.Cluster.Providers.Infrastructure == "capo" && s.Context != "workload" {

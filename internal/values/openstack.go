@@ -1,7 +1,6 @@
 package values
 
 import (
-	"net/url"
 	"strings"
 )
 
@@ -33,8 +32,9 @@ func openstackAuthProblems(cloud map[string]any) []string {
 
 	if !has("auth_url") {
 		missing("auth_url: missing: expected the Keystone URL, https://host:5000/v3")
-	} else if u, err := url.Parse(auth["auth_url"].(string)); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		missing("auth_url: expected an http(s) URL with a host, as https://host:5000/v3")
+	} else if urlProblem(auth["auth_url"].(string), httpSchemes) != "" {
+		// Not urlProblem's text: it quotes the host, and this is the secrets file.
+		missing("auth_url: expected an http(s) URL with a host and a port from 1 to 65535, as https://host:5000/v3")
 	}
 	userDomain := func() {
 		if has("username") && !has("user_id") && !anyOf("user_domain_name", "user_domain_id", "domain_name", "domain_id") {
