@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"cluster-init.dev/cluster-init/internal/testenv"
 )
 
 func run(t *testing.T, args ...string) (string, error) {
@@ -142,5 +144,78 @@ func TestValidateReportsAProblemOnceAndNoInvalidTargetAsValid(t *testing.T) {
 	msg := err.Error()
 	if n := strings.Count(msg, "Kustomization cluster-init/capi: spec.prune"); n != 1 || !strings.Contains(msg, "bootstrap, management (before pivot), management (after pivot): ") {
 		t.Errorf("the problem is reported %d times, or without its contexts:\n%s", n, msg)
+	}
+}
+
+// validate --all checks every environment of the checkout: one broken environment is named with
+// its problem, the others are still checked and reported, and the command fails.
+func TestValidateAllChecksEveryEnvironment(t *testing.T) {
+	src := testenv.Checkout(t)
+	root := t.TempDir()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A checkout of its own (the source snapshot copies files, not links), without the Go code.
+	for _, e := range entries {
+		switch name := e.Name(); {
+		case name == ".git" || name == "environment-values" || name == "cmd" || name == "internal":
+		case e.IsDir():
+			if err := os.CopyFS(filepath.Join(root, name), os.DirFS(filepath.Join(src, name))); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			data, err := os.ReadFile(filepath.Join(src, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, name), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	envs := filepath.Join(root, "environment-values")
+	for name, edit := range map[string]func(file string, data []byte) []byte{
+		"good":       func(_ string, data []byte) []byte { return data },
+		"team/other": func(_ string, data []byte) []byte { return data },
+		"broken": func(file string, data []byte) []byte {
+			if file == "values.yaml" {
+				return append(data, []byte("proxies:\n  https_proxy: http://proxy.example.invalid:99999\n")...)
+			}
+			return data
+		},
+	} {
+		dir := copyEnvironment(t, "kubeadm-capd", edit)
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(envs, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(dir, filepath.Join(envs, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	out, err := run(t, "--repo", root, "validate", "--all")
+	if err == nil {
+		t.Fatalf("validate --all accepted a broken environment:\n%s", out)
+	}
+	for _, want := range []string{"1 of 3 environments invalid (broken)", "environment-values/broken/values.yaml", "proxies.https_proxy", `port "99999"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q:\n%v", want, err)
+		}
+	}
+	for _, want := range []string{"good: management (after pivot): 8 units", "team/other: management (after pivot): 8 units"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+
+	if err := os.RemoveAll(filepath.Join(envs, "broken")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(t, "--repo", root, "validate", "--all"); err != nil || !strings.HasSuffix(out, "all 2 environments valid\n") {
+		t.Errorf("validate --all: %v\n%s", err, out)
+	}
+	if _, err := run(t, "--repo", root, "validate", "--all", "good"); err == nil || !strings.Contains(err.Error(), "expected no ENV") {
+		t.Errorf("validate --all ENV: %v", err)
 	}
 }

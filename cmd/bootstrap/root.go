@@ -138,12 +138,18 @@ func (g *globals) openWithValues(envName string, files []string) (*workspace, er
 	return w, nil
 }
 
-func (g *globals) open(envName string) (*workspace, error) {
+// checkoutRoot is the cluster-init checkout the command works in: --repo, else the one
+// containing the current directory.
+func (g *globals) checkoutRoot() (string, error) {
 	start := g.repo
 	if start == "" {
 		start = "."
 	}
-	root, err := checkout.Root(start)
+	return checkout.Root(start)
+}
+
+func (g *globals) open(envName string) (*workspace, error) {
+	root, err := g.checkoutRoot()
 	if err != nil {
 		return nil, err
 	}

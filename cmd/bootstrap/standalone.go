@@ -16,7 +16,6 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/atomicfile"
 	"cluster-init.dev/cluster-init/internal/bootstrap"
-	"cluster-init.dev/cluster-init/internal/checkout"
 	"cluster-init.dev/cluster-init/internal/environment"
 	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/secrets"
@@ -42,11 +41,7 @@ func (g *globals) standaloneEnv(stateDir statedir.Dir, arg string) string {
 			return arg
 		}
 	}
-	start := g.repo
-	if start == "" {
-		start = "."
-	}
-	if root, err := checkout.Root(start); err == nil {
+	if root, err := g.checkoutRoot(); err == nil {
 		if name, _, err := environment.Resolve(root, arg); err == nil {
 			return name
 		}

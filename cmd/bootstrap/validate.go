@@ -1,70 +1,142 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
+	"cluster-init.dev/cluster-init/internal/environment"
 	"cluster-init.dev/cluster-init/internal/validate"
 )
 
+// validateFlags are the flags of `bootstrap validate`.
+type validateFlags struct {
+	valueFiles, tenants []string
+	adopted, all        bool
+}
+
 func newValidateCommand(g *globals) *cobra.Command {
-	var valueFiles, tenants []string
-	var adopted bool
+	f := &validateFlags{}
 	cmd := &cobra.Command{
-		Use:   "validate ENV",
+		Use:   "validate ENV | --all",
 		Short: "Check the environment offline: values, unit graph, builds and object schemas",
 		Long: `Check the environment offline in every context it runs in (bootstrap, then management before
 and after the pivot; or workload): its values against the chart's values.schema.json, the unit
 graph, the build of every enabled unit, and every resulting object against the schemas of the
 vendored components; with a git source, the workload clusters committed to the tenants' directories
 as the management cluster's admission will see them (--tenant NAMESPACE=DIR for a tenant with a
-repository of its own). With --adopt, as an adopted management cluster renders it (bootstrap
---adopt) instead. Exits non-zero with every problem, each naming its file and key.`,
-		Args: cobra.ExactArgs(1),
+repository of its own), and the applications committed for them. With --adopt, as an adopted
+management cluster renders it (bootstrap --adopt) instead. With --all, every environment of the
+checkout, side by side: what a merge request's pipeline runs. Exits non-zero with every problem,
+each naming its file and key.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			w, err := g.openWithValues(args[0], valueFiles)
+			checkouts, err := tenantCheckouts(f.tenants)
 			if err != nil {
 				return err
 			}
-			r, err := w.renderer()
-			if err != nil {
-				return err
+			switch {
+			case f.all && len(args) > 0:
+				return fmt.Errorf("--all validates every environment of the checkout: expected no ENV with it (%s)", args[0])
+			case !f.all && len(args) == 0:
+				return errors.New("expected ENV (an environment's name or directory), or --all for every environment")
+			case !f.all:
+				return g.validateEnvironment(cmd.Context(), cmd.OutOrStdout(), args[0], f, checkouts)
 			}
-			defer r.Close()
-			targets := validate.Targets()
-			if adopted {
-				targets = validate.AdoptedTargets()
-			}
-			checkouts, err := tenantCheckouts(tenants)
-			if err != nil {
-				return err
-			}
-			reports, err := validate.EnvironmentAs(cmd.Context(), r, w.root, w.renderOptions(""), targets, checkouts)
-			for _, r := range reports {
-				if r.Unread != "" {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s: %s: %s\n", w.env.Name, r.Target, r.Unread)
-					continue
-				}
-				verdict := "valid"
-				if r.Problems > 0 {
-					verdict = fmt.Sprintf("INVALID (%d problems, below)", r.Problems)
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s: %d units, %d objects %s\n", w.env.Name, r.Target, r.Units, r.Objects, verdict)
-			}
-			if err != nil {
-				return fmt.Errorf("environment %s is invalid:\n%w", w.env.Name, err)
-			}
-			return nil
+			return g.validateAll(cmd.Context(), cmd, f, checkouts)
 		},
 	}
-	addValuesFlag(cmd, &valueFiles)
-	cmd.Flags().StringArrayVar(&tenants, "tenant", nil, "NAMESPACE=DIR: validate the workload clusters of a checkout of that tenant's own repository (workload_clusters.tenants.NAMESPACE.repository) against the platform's rules; repeatable")
-	cmd.Flags().BoolVar(&adopted, "adopt", false, "validate as an existing cluster adopted as the management cluster renders it (bootstrap ENV --kubeconfig FILE --adopt)")
+	addValuesFlag(cmd, &f.valueFiles)
+	cmd.Flags().StringArrayVar(&f.tenants, "tenant", nil, "NAMESPACE=DIR: validate the workload clusters of a checkout of that tenant's own repository (workload_clusters.tenants.NAMESPACE.repository) against the platform's rules; repeatable")
+	cmd.Flags().BoolVar(&f.adopted, "adopt", false, "validate as an existing cluster adopted as the management cluster renders it (bootstrap ENV --kubeconfig FILE --adopt)")
+	cmd.Flags().BoolVar(&f.all, "all", false, "validate every environment of the checkout (environment-values/), each with its workload clusters and applications")
 	return cmd
+}
+
+// validateAll validates every environment of the checkout, as many at once as there are cores,
+// and prints each one's lines together, in the environments' order.
+func (g *globals) validateAll(ctx context.Context, cmd *cobra.Command, f *validateFlags, checkouts map[string]string) error {
+	root, err := g.checkoutRoot()
+	if err != nil {
+		return err
+	}
+	envs, err := environment.List(root)
+	if err != nil {
+		return fmt.Errorf("list the environments of %s: %w", filepath.Join(root, environment.Dir), err)
+	}
+	if len(envs) == 0 {
+		return fmt.Errorf("no environment in %s: expected directories with a kustomization.yaml", filepath.Join(root, environment.Dir))
+	}
+	outs := make([]bytes.Buffer, len(envs))
+	errs := make([]error, len(envs))
+	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, env := range envs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			errs[i] = g.validateEnvironment(ctx, &outs[i], env, f, checkouts)
+		}()
+	}
+	wg.Wait()
+	var invalid []string
+	for i, env := range envs {
+		if _, err := cmd.OutOrStdout().Write(outs[i].Bytes()); err != nil {
+			return err
+		}
+		if errs[i] != nil {
+			invalid = append(invalid, env)
+		}
+	}
+	if len(invalid) > 0 {
+		return fmt.Errorf("%d of %d environments invalid (%s):\n%w", len(invalid), len(envs), strings.Join(invalid, ", "), errors.Join(errs...))
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "all %d environments valid\n", len(envs))
+	return nil
+}
+
+// validateEnvironment validates one environment and prints a line per target to out.
+func (g *globals) validateEnvironment(ctx context.Context, out io.Writer, envName string, f *validateFlags, checkouts map[string]string) error {
+	w, err := g.openWithValues(envName, f.valueFiles)
+	if err != nil {
+		return err
+	}
+	r, err := w.renderer()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	targets := validate.Targets()
+	if f.adopted {
+		targets = validate.AdoptedTargets()
+	}
+	reports, err := validate.EnvironmentAs(ctx, r, w.root, w.renderOptions(""), targets, checkouts)
+	for _, r := range reports {
+		if r.Unread != "" {
+			fmt.Fprintf(out, "%s: %s: %s\n", w.env.Name, r.Target, r.Unread)
+			continue
+		}
+		verdict := "valid"
+		if r.Problems > 0 {
+			verdict = fmt.Sprintf("INVALID (%d problems, below)", r.Problems)
+		}
+		fmt.Fprintf(out, "%s: %s: %d units, %d objects %s\n", w.env.Name, r.Target, r.Units, r.Objects, verdict)
+	}
+	if err != nil {
+		return fmt.Errorf("environment %s is invalid:\n%w", w.env.Name, err)
+	}
+	return nil
 }
 
 // tenantCheckouts parses --tenant NAMESPACE=DIR.
