@@ -184,8 +184,11 @@ func (w *workspace) renderOptions(context string) render.Options {
 }
 
 // renderer renders the workspace's checkout; the caller closes it.
-func (w *workspace) renderer() (*render.Renderer, error) {
-	return render.New(w.root, w.pins["KUBERNETES_VERSION"], buildCache())
+func (w *workspace) renderer() (*render.Renderer, error) { return newRenderer(w.root, w.pins) }
+
+// newRenderer renders from a snapshot of the checkout at root, with the build cache.
+func newRenderer(root string, pins versions.Pins) (*render.Renderer, error) {
+	return render.New(root, pins["KUBERNETES_VERSION"], buildCache())
 }
 
 // buildCache is where unit builds are kept between commands: $CLUSTER_INIT_BUILD_CACHE ("off"

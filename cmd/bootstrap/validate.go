@@ -15,7 +15,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"cluster-init.dev/cluster-init/internal/environment"
+	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/validate"
+	"cluster-init.dev/cluster-init/internal/versions"
 )
 
 // validateFlags are the flags of `bootstrap validate`.
@@ -50,7 +52,7 @@ each naming its file and key.`,
 			case !f.all && len(args) == 0:
 				return errors.New("expected ENV (an environment's name or directory), or --all for every environment")
 			case !f.all:
-				return g.validateEnvironment(cmd.Context(), cmd.OutOrStdout(), args[0], f, checkouts)
+				return g.validateEnvironment(cmd.Context(), cmd.OutOrStdout(), nil, nil, args[0], f, checkouts)
 			}
 			return g.validateAll(cmd.Context(), cmd, f, checkouts)
 		},
@@ -76,6 +78,21 @@ func (g *globals) validateAll(ctx context.Context, cmd *cobra.Command, f *valida
 	if len(envs) == 0 {
 		return fmt.Errorf("no environment in %s: expected directories with a kustomization.yaml", filepath.Join(root, environment.Dir))
 	}
+	// One renderer for all: one snapshot of the checkout, and each unit the environments share
+	// built (or read from the build cache) once.
+	pins, err := versions.Load(root)
+	if err != nil {
+		return err
+	}
+	r, err := newRenderer(root, pins)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	shared, err := validate.NewSchemas(ctx, r)
+	if err != nil {
+		return err
+	}
 	outs := make([]bytes.Buffer, len(envs))
 	errs := make([]error, len(envs))
 	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
@@ -86,7 +103,7 @@ func (g *globals) validateAll(ctx context.Context, cmd *cobra.Command, f *valida
 			defer wg.Done()
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			errs[i] = g.validateEnvironment(ctx, &outs[i], env, f, checkouts)
+			errs[i] = g.validateEnvironment(ctx, &outs[i], r, shared, env, f, checkouts)
 		}()
 	}
 	wg.Wait()
@@ -106,22 +123,30 @@ func (g *globals) validateAll(ctx context.Context, cmd *cobra.Command, f *valida
 	return nil
 }
 
-// validateEnvironment validates one environment and prints a line per target to out.
-func (g *globals) validateEnvironment(ctx context.Context, out io.Writer, envName string, f *validateFlags, checkouts map[string]string) error {
+// validateEnvironment validates one environment and prints a line per target to out. r and
+// shared, if not nil, are the renderer and schemas of environments validated side by side;
+// else it makes its own.
+func (g *globals) validateEnvironment(ctx context.Context, out io.Writer, r *render.Renderer, shared *validate.Schemas, envName string, f *validateFlags, checkouts map[string]string) error {
 	w, err := g.openWithValues(envName, f.valueFiles)
 	if err != nil {
 		return err
 	}
-	r, err := w.renderer()
-	if err != nil {
-		return err
+	if r == nil {
+		if r, err = w.renderer(); err != nil {
+			return err
+		}
+		defer r.Close()
 	}
-	defer r.Close()
 	targets := validate.Targets()
 	if f.adopted {
 		targets = validate.AdoptedTargets()
 	}
-	reports, err := validate.EnvironmentAs(ctx, r, w.root, w.renderOptions(""), targets, checkouts)
+	if shared == nil {
+		if shared, err = validate.NewSchemas(ctx, r); err != nil {
+			return err
+		}
+	}
+	reports, err := shared.EnvironmentAs(ctx, r, w.root, w.renderOptions(""), targets, checkouts)
 	for _, r := range reports {
 		if r.Unread != "" {
 			fmt.Fprintf(out, "%s: %s: %s\n", w.env.Name, r.Target, r.Unread)

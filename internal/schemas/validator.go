@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -69,6 +70,10 @@ type Validator struct {
 	// seen are the CRDs learnt, by name, with a digest of their spec: the same CRD given again
 	// (every context renders the same components) is not converted again.
 	seen map[string]string
+	// decoded holds the outcome of each built-in object decoded, by the digest of its JSON: every
+	// context and environment renders the same CRDs and controllers, and a CRD takes long to
+	// decode strictly. Shared by clones.
+	decoded *sync.Map
 }
 
 // New returns a validator that knows the built-in types of client-go, CRDs and APIServices.
@@ -84,7 +89,14 @@ func New() (*Validator, error) {
 		decoder: serializer.NewCodecFactory(s, serializer.EnableStrict).UniversalDeserializer(),
 		crds:    map[schema.GroupVersionKind]*crdVersion{},
 		seen:    map[string]string{},
+		decoded: &sync.Map{},
 	}, nil
+}
+
+// Clone returns a validator that knows what v knows; what either learns afterwards stays its own.
+// A CRD's compiled validators are shared: they are safe for concurrent use, and compiled once.
+func (v *Validator) Clone() *Validator {
+	return &Validator{scheme: v.scheme, decoder: v.decoder, crds: maps.Clone(v.crds), seen: maps.Clone(v.seen), decoded: v.decoded}
 }
 
 // AddCRDs learns the CustomResourceDefinitions among objs; other objects are ignored.
@@ -170,7 +182,16 @@ func (v *Validator) validateBuiltin(obj *unstructured.Unstructured) []error {
 	if err != nil {
 		return []error{err}
 	}
-	if _, _, err := v.decoder.Decode(data, nil, nil); err != nil {
+	digest := sha256.Sum256(data)
+	if err, ok := v.decoded.Load(digest); ok {
+		if err != nil {
+			return []error{err.(error)}
+		}
+		return nil
+	}
+	_, _, err = v.decoder.Decode(data, nil, nil)
+	v.decoded.Store(digest, err)
+	if err != nil {
 		return []error{err}
 	}
 	return nil

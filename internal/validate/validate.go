@@ -73,6 +73,22 @@ func Environment(ctx context.Context, r *render.Renderer, repoRoot string, base 
 // EnvironmentAs is Environment for the given targets. tenantCheckouts (namespace -> directory)
 // are checkouts of the tenants' own repositories, validated against the platform's rules.
 func EnvironmentAs(ctx context.Context, r *render.Renderer, repoRoot string, base render.Options, targets []Target, tenantCheckouts map[string]string) ([]Report, error) {
+	s, err := NewSchemas(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return s.EnvironmentAs(ctx, r, repoRoot, base, targets, tenantCheckouts)
+}
+
+// Schemas are what every environment of a checkout is validated against before its own CRDs:
+// the built-in types and the vendored components' CRDs. Made once, they serve environments
+// validated side by side (validate --all).
+type Schemas struct {
+	validator *schemas.Validator
+}
+
+// NewSchemas learns the built-in types and the CRDs of the components r vendors.
+func NewSchemas(ctx context.Context, r *render.Renderer) (*Schemas, error) {
 	validator, err := schemas.New()
 	if err != nil {
 		return nil, err
@@ -84,7 +100,13 @@ func EnvironmentAs(ctx context.Context, r *render.Renderer, repoRoot string, bas
 	if err := validator.AddCRDs(vendored); err != nil {
 		return nil, fmt.Errorf("vendored CRDs: %w", err)
 	}
+	return &Schemas{validator: validator}, nil
+}
 
+// EnvironmentAs is the package's EnvironmentAs against these schemas; it may run beside other
+// calls on the same Schemas.
+func (s *Schemas) EnvironmentAs(ctx context.Context, r *render.Renderer, repoRoot string, base render.Options, targets []Target, tenantCheckouts map[string]string) ([]Report, error) {
+	validator := s.validator.Clone()
 	var reports []Report
 	var problems findings
 	var afterPivot *render.Result
