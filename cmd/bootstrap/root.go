@@ -66,6 +66,7 @@ An existing cluster instead of kind:
 	root.AddCommand(
 		newRenderCommand(g),
 		newValidateCommand(g),
+		newDiffCommand(g),
 		newUnitsCommand(g),
 		newImagesCommand(g),
 		newApplyCommand(g),

@@ -6,6 +6,7 @@ package render
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io/fs"
@@ -94,7 +95,10 @@ type Object struct {
 	Unit string
 	// Origin is the file, chart or kustomization the object was built from.
 	Origin string
-	Object *unstructured.Unstructured
+	// Release, for an object a unit's HelmRelease renders, is that HelmRelease (helm-controller
+	// applies the object, not the unit's Kustomization).
+	Release *client.ObjectKey
+	Object  *unstructured.Unstructured
 }
 
 // Values are the values of a release, checked against the chart's schema.
@@ -417,6 +421,7 @@ func (r *Renderer) Render(ctx context.Context, opts Options) (*Result, error) {
 			}
 			for _, ro := range rendered {
 				ro.Unit = u.Name
+				ro.Release = &client.ObjectKey{Namespace: cmp.Or(o.GetNamespace(), names.Namespace), Name: o.GetName()}
 				res.Objects = append(res.Objects, ro)
 			}
 		}
