@@ -20,28 +20,39 @@ import (
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/placement"
 	"cluster-init.dev/cluster-init/internal/progress"
+	"cluster-init.dev/cluster-init/internal/revisions"
 	"cluster-init.dev/cluster-init/internal/values"
 )
 
 func newStatusCommand(g *globals) *cobra.Command {
-	var kubeconfig, kubeContext string
+	var kubeconfig, kubeContext, output string
+	var watch bool
 	cmd := &cobra.Command{
-		Use:   "status ENV",
-		Short: "Show the state of every unit of a bootstrap once",
+		Use:   "status ENV [--watch]",
+		Short: "Show the state of every unit, workload cluster and application once, and the commit each runs",
 		Long: `Show the unit tree of the environment once: in its kind bootstrap cluster while there is one,
 and in its management cluster once the pivot wrote its kubeconfig (both while the bootstrap
-cluster is kept). It reads only the names it needs from the values, and works whatever they are.`,
+cluster is kept), with the commit each unit, tenant directory and application runs and whether
+its source has fetched a newer one (it is behind its branch). It reads only the names it needs from
+the values, and works whatever they are. --watch follows the units of the management cluster (the
+bootstrap cluster before the pivot) live, as bootstrap shows them, until interrupted.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w, v, clusters, err := g.openClusters(args[0], kubeconfig, kubeContext)
 			if err != nil {
 				return err
 			}
+			if watch {
+				if len(clusters) == 0 {
+					return fmt.Errorf("environment %s has no cluster on this machine to watch: give its --kubeconfig", w.env.Name)
+				}
+				return g.watchStatus(cmd, output, progress.Source{Cluster: clusters[len(clusters)-1], ClusterName: v.Cluster.Name, Revisions: true})
+			}
 			// A single look: a cluster that does not answer within this is reported, not waited for.
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
 			for i, c := range clusters {
-				obs, err := progress.Source{Cluster: c, ClusterName: v.Cluster.Name}.Observe(ctx)
+				obs, err := progress.Source{Cluster: c, ClusterName: v.Cluster.Name, Revisions: true}.Observe(ctx)
 				if err != nil {
 					return fmt.Errorf("read the units of the %s cluster: %w", c.Name, err)
 				}
@@ -59,13 +70,51 @@ cluster is kept). It reads only the names it needs from the values, and works wh
 				if err != nil {
 					return fmt.Errorf("read the applications of the %s cluster: %w", c.Name, err)
 				}
-				writeApplications(cmd.OutOrStdout(), apps)
+				rd := revisions.NewReader(c.Client)
+				revs := map[string]map[string]revisions.Revision{}
+				for i := range apps {
+					if revs[apps[i].Namespace+"/"+apps[i].Name], err = placement.Revisions(ctx, c.Client, rd, &apps[i]); err != nil {
+						return err
+					}
+				}
+				writeApplications(cmd.OutOrStdout(), apps, revs)
 			}
 			return nil
 		},
 	}
 	addKubeconfigFlags(cmd, &kubeconfig, &kubeContext, "the cluster to read, if it is not one of cluster-init's")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the units live until interrupted")
+	cmd.Flags().StringVarP(&output, "output", "o", "auto", "with --watch: auto (a live view on a terminal, else plain), tty, plain or json")
 	return cmd
+}
+
+// watchStatus shows the units of one cluster live, with the printer of bootstrap, until the
+// command is interrupted; a look that fails is said and tried again.
+func (g *globals) watchStatus(cmd *cobra.Command, output string, src progress.Source) error {
+	start := time.Now()
+	p, err := g.printer(cmd, output, start)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	tracker := progress.NewTracker(start)
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+		obs, err := src.Observe(ctx)
+		cancel()
+		if err != nil {
+			p.Waiting("the "+src.Cluster.Name+" cluster to answer", []string{err.Error()})
+		} else {
+			p.Units(tracker.Update(obs, time.Now()))
+		}
+		select {
+		case <-cmd.Context().Done():
+			return nil
+		case <-tick.C:
+		}
+	}
 }
 
 // addKubeconfigFlags adds --kubeconfig and --kube-context (as Helm names it: --context is the
@@ -183,7 +232,7 @@ values, and works whatever they are.`,
 }
 
 // writeApplications prints each application with its summed state and every cluster it is on.
-func writeApplications(w io.Writer, apps []appsv1.Application) {
+func writeApplications(w io.Writer, apps []appsv1.Application, revs map[string]map[string]revisions.Revision) {
 	if len(apps) == 0 {
 		return
 	}
@@ -201,6 +250,9 @@ func writeApplications(w io.Writer, apps []appsv1.Application) {
 			line := fmt.Sprintf("    %s: %s", p.Cluster, p.State)
 			if p.Message != "" {
 				line += " (" + p.Message + ")"
+			}
+			if rev := revs[a.Namespace+"/"+a.Name][p.Cluster].String(); rev != "" {
+				line += ", commit " + rev
 			}
 			fmt.Fprintln(w, line)
 		}

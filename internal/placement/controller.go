@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
+	"cluster-init.dev/cluster-init/internal/revisions"
 )
 
 // SetupWithManager runs the reconciler in a manager: an application is looked at again when it
@@ -68,4 +69,23 @@ func List(ctx context.Context, c client.Reader) ([]appsv1.Application, error) {
 		return a.Namespace < b.Namespace || a.Namespace == b.Namespace && a.Name < b.Name
 	})
 	return list.Items, nil
+}
+
+// Revisions are the commits an application of manifests runs, by cluster (as its status names
+// them): what the Kustomization that applies it there last applied, and what its source fetched.
+func Revisions(ctx context.Context, c client.Reader, rd *revisions.Reader, app *appsv1.Application) (map[string]revisions.Revision, error) {
+	list := &kustomizev1.KustomizationList{}
+	if err := c.List(ctx, list, client.MatchingLabels{ApplicationLabel: applicationID(app)}); err != nil {
+		return nil, fmt.Errorf("list the Kustomizations of application %s/%s: %w", app.Namespace, app.Name, err)
+	}
+	out := map[string]revisions.Revision{}
+	for i := range list.Items {
+		ks := &list.Items[i]
+		rev, err := rd.Of(ctx, ks)
+		if err != nil {
+			return nil, err
+		}
+		out[clusterName(placedOn(ks))] = rev
+	}
+	return out, nil
 }

@@ -15,6 +15,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,6 +26,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/placement"
 	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/revisions"
 	"cluster-init.dev/cluster-init/internal/testenv"
 	"cluster-init.dev/cluster-init/internal/values"
 )
@@ -184,6 +186,23 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 	if st = w.reconcile(); ready(st).Status != metav1.ConditionTrue {
 		t.Errorf("running on wl1 but not Ready: %+v", ready(st))
 	}
+	// The commit it runs there, by the cluster its status names (its source fetched none here).
+	if err := w.c.Get(w.ctx, client.ObjectKeyFromObject(k), k); err != nil {
+		t.Fatal(err)
+	}
+	k.Status.LastAppliedRevision = "main@sha1:0123456789"
+	if err := w.c.Status().Update(w.ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	app := w.app()
+	typed := &appsv1.Application{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(app.Object, typed); err != nil {
+		t.Fatal(err)
+	}
+	revs, err := placement.Revisions(w.ctx, w.c, revisions.NewReader(w.c), typed)
+	if err != nil || len(revs) != 1 || revs[st.Placements[0].Cluster].String() != "main@0123456" {
+		t.Errorf("revisions: %v %v (placements %+v)", revs, err, st.Placements)
+	}
 
 	// Moved to the management cluster: there first, then gone from wl1.
 	w.place(map[string]any{"clusters": []any{"management"}})
@@ -219,7 +238,7 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 	}
 	// A new spec, which Flux has not tried yet: neither the failure on wl1 nor the success on the
 	// management cluster was of it.
-	app := w.app()
+	app = w.app()
 	if err := unstructured.SetNestedField(app.Object, "2m", "spec", "interval"); err != nil {
 		t.Fatal(err)
 	}

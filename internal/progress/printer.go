@@ -136,6 +136,10 @@ func unitLines(s Snapshot, column func(Unit) string) []string {
 		if len(detail) > 110 {
 			detail = detail[:107] + "..."
 		}
+		if s.Revisions {
+			fmt.Fprintf(tw, "  %s %s\t%s\t%6s\t %s\t %s\n", symbols[u.State], l.Prefix+u.Name, u.State, column(u), orDash(u.Revision.String()), detail)
+			continue
+		}
 		fmt.Fprintf(tw, "  %s %s\t%s\t%6s\t %s\n", symbols[u.State], l.Prefix+u.Name, u.State, column(u), detail)
 	}
 	_ = tw.Flush()
@@ -316,6 +320,9 @@ func (p *plainPrinter) Units(s Snapshot) {
 		if e := u.Elapsed(s.At); e > 0 && u.State != readiness.Pending {
 			msg += " after " + dur(e)
 		}
+		if rev := u.Revision.String(); rev != "" {
+			msg += " (commit " + rev + ")"
+		}
 		if u.State != readiness.Ready && u.Message != "" {
 			msg += " — " + strings.TrimPrefix(u.Reason+": "+u.Message, ": ")
 		}
@@ -354,7 +361,7 @@ func changed(last map[string]string, key, value string) bool {
 // reason, and while it is not ready, its details without their free-text messages (Cluster API
 // rewrites those at every reconcile).
 func changeKey(u Unit) string {
-	key := string(u.State) + "|" + u.Reason
+	key := string(u.State) + "|" + u.Reason + "|" + u.Revision.String()
 	if u.State == readiness.Ready {
 		return key
 	}
@@ -459,11 +466,22 @@ func (p *ttyPrinter) Summary(phases []Span, total time.Duration, _ error) {
 }
 
 // WriteStatus prints a snapshot once: the state of the release, or the unit tree with how long
-// each unit has been in its state.
+// each unit has been in its state and, if the snapshot has them, the commit each runs.
 func WriteStatus(w io.Writer, title string, s Snapshot) {
 	ready, total := s.Counts()
-	fmt.Fprintf(w, "%s: %d/%d units ready (time: in this state)\n", title, ready, total)
+	legend := "time: in this state"
+	if s.Revisions {
+		legend += "; the commit applied, and the one fetched when it is behind"
+	}
+	fmt.Fprintf(w, "%s: %d/%d units ready (%s)\n", title, ready, total, legend)
 	for _, l := range unitLines(s, sinceColumn(s)) {
 		fmt.Fprintln(w, l)
 	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

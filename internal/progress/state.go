@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"cluster-init.dev/cluster-init/internal/readiness"
+	"cluster-init.dev/cluster-init/internal/revisions"
 	"cluster-init.dev/cluster-init/internal/units"
 )
 
@@ -34,6 +35,8 @@ type Unit struct {
 	Description string    `json:"description,omitempty"`
 	// Help is what to look at when the unit blocks (the chart's info.help).
 	Help string `json:"help,omitempty"`
+	// Revision is the commit the unit's Kustomization last applied, and what its source fetched.
+	Revision revisions.Revision `json:"revision,omitzero"`
 
 	readyWhenSuspended bool
 	// failing: the unit's last attempt failed and Flux retries it.
@@ -60,6 +63,8 @@ type Snapshot struct {
 	Release string       `json:"release,omitempty"`
 	Graph   *units.Graph `json:"-"`
 	Units   []Unit       `json:"units"`
+	// Revisions: the look read the units' revisions.
+	Revisions bool `json:"-"`
 }
 
 // Unit returns the named unit, if observed.
@@ -130,6 +135,9 @@ type Observed struct {
 	Release string
 	// Details are extra lines per unit (the Cluster API conditions and machines of the cluster unit).
 	Details map[string][]string
+	// Revisions are the units' revisions, when the look read them (status does; the live view
+	// of a bootstrap does not).
+	Revisions map[string]revisions.Revision
 }
 
 // Tracker turns successive observations into snapshots, remembering when each unit started and
@@ -147,14 +155,14 @@ func NewTracker(start time.Time) *Tracker {
 
 // Update computes the snapshot of an observation made at now.
 func (t *Tracker) Update(obs Observed, now time.Time) Snapshot {
-	snap := Snapshot{At: now, Started: t.started, Release: obs.Release, Graph: obs.Graph}
+	snap := Snapshot{At: now, Started: t.started, Release: obs.Release, Graph: obs.Graph, Revisions: obs.Revisions != nil}
 	if obs.Graph == nil {
 		return snap
 	}
 	done := map[string]bool{}
 	for _, gu := range obs.Graph.Enabled() {
 		timeout, _ := time.ParseDuration(gu.Timeout)
-		u := Unit{Name: gu.Name, DependsOn: gu.DependsOn, Timeout: timeout, Description: gu.Description, Help: gu.Help, Details: obs.Details[gu.Name]}
+		u := Unit{Name: gu.Name, DependsOn: gu.DependsOn, Timeout: timeout, Description: gu.Description, Help: gu.Help, Details: obs.Details[gu.Name], Revision: obs.Revisions[gu.Name]}
 		for _, d := range gu.DependsOn {
 			if !done[d] {
 				u.WaitingOn = append(u.WaitingOn, d)

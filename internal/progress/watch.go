@@ -13,6 +13,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/readiness"
+	"cluster-init.dev/cluster-init/internal/revisions"
 	"cluster-init.dev/cluster-init/internal/units"
 )
 
@@ -22,6 +23,8 @@ type Source struct {
 	// ClusterName is the Cluster API cluster whose conditions and machines are shown under the
 	// units that wait for it (units.ClusterRoles) while they reconcile.
 	ClusterName string
+	// Revisions: read which commit each unit runs, and what its source fetched.
+	Revisions bool
 }
 
 // Observe looks at the cluster once.
@@ -31,6 +34,15 @@ func (s Source) Observe(ctx context.Context) (Observed, error) {
 	c := s.Cluster.Client
 	if obs.Units, err = readiness.ReadUnits(ctx, c, names.Namespace); err != nil {
 		return obs, err
+	}
+	if s.Revisions {
+		obs.Revisions = map[string]revisions.Revision{}
+		rd := revisions.NewReader(c)
+		for unit, ks := range obs.Units.Kustomizations {
+			if obs.Revisions[unit], err = rd.Of(ctx, ks); err != nil {
+				return obs, err
+			}
+		}
 	}
 
 	hr := &helmv2.HelmRelease{}

@@ -1,6 +1,7 @@
 package progress_test
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -121,3 +122,99 @@ func TestObserveReadsTheUnitsTheChartRenders(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// status says which commit each unit runs: the revision its Kustomization last applied and,
+// when its source has fetched another since, that it is behind it.
+func TestStatusShowsTheCommitEachUnitRuns(t *testing.T) {
+	root := testenv.Checkout(t)
+	env := testenv.Environment(t, root, "kubeadm-capd")
+	res, err := render.Render(t.Context(), root, "", render.Options{Env: env, Context: render.ContextBootstrap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testenv.Start(t, "bootstrap")
+	ctx := t.Context()
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "cluster-init"}}}
+	objs := []*unstructured.Unstructured{ns}
+	for _, o := range res.Objects {
+		if o.Unit == "" && o.Origin == render.UmbrellaChart {
+			objs = append(objs, o.Object)
+		}
+	}
+	if _, err := apply.New(c).Apply(ctx, objs); err != nil {
+		t.Fatal(err)
+	}
+	const applied, fetched = "latest@sha256:0123456789abcdef", "latest@sha256:fedcba9876543210"
+	var source kustomizev1.CrossNamespaceSourceReference
+	for _, name := range []string{"cert-manager", "capi"} {
+		ks := &kustomizev1.Kustomization{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: "cluster-init", Name: name}, ks); err != nil {
+			t.Fatal(err)
+		}
+		source = ks.Spec.SourceRef
+		ks.Status.LastAppliedRevision = applied
+		ks.Status.ObservedGeneration = ks.Generation
+		ks.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "ReconciliationSucceeded", Message: "Applied revision", LastTransitionTime: metav1.Now()}}
+		if err := c.Client.Status().Update(ctx, ks); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := &unstructured.Unstructured{}
+	src.SetAPIVersion("source.toolkit.fluxcd.io/v1")
+	src.SetKind(source.Kind)
+	src.SetNamespace(cmpOr(source.Namespace, "cluster-init"))
+	src.SetName(source.Name)
+	status := func(revision string) {
+		t.Helper()
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(src), src); err != nil {
+			if err := c.Client.Create(ctx, withSpec(src, source.Kind)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := unstructured.SetNestedMap(src.Object, map[string]any{"revision": revision, "path": "p", "url": "http://x/p", "digest": "sha256:00", "lastUpdateTime": "2026-11-26T00:00:00Z"}, "status", "artifact"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Client.Status().Update(ctx, src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	look := func() string {
+		t.Helper()
+		obs, err := progress.Source{Cluster: c, Revisions: true}.Observe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		progress.WriteStatus(&b, "test", progress.NewTracker(time.Now()).Update(obs, time.Now()))
+		return b.String()
+	}
+
+	status(applied)
+	out := look()
+	if !regexpMatch(`(?m)^  ✓ cert-manager +ready +\S* +latest@0123456$`, out) || !regexpMatch(`(?m)cabpk +reconciling +none applied yet, latest@0123456 fetched`, out) {
+		t.Errorf("the commit applied, as fetched:\n%s", out)
+	}
+	status(fetched)
+	if out := look(); !strings.Contains(out, "latest@0123456, behind latest@fedcba9") {
+		t.Errorf("a newer commit fetched:\n%s", out)
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// withSpec gives a source the spec its CRD requires.
+func withSpec(src *unstructured.Unstructured, kind string) *unstructured.Unstructured {
+	url := "http://git.invalid/repo.git"
+	if kind == "OCIRepository" {
+		url = "oci://registry.invalid/repo"
+	}
+	_ = unstructured.SetNestedMap(src.Object, map[string]any{"url": url, "interval": "1m"}, "spec")
+	return src
+}
+
+func regexpMatch(pattern, s string) bool { return regexp.MustCompile(pattern).MatchString(s) }

@@ -16,6 +16,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/readiness"
+	"cluster-init.dev/cluster-init/internal/revisions"
 )
 
 // Tenant is what a look at a tenant's namespace finds.
@@ -23,7 +24,9 @@ type Tenant struct {
 	Namespace string
 	// Directory is the state of the Kustomization that applies the tenant's directory.
 	Directory string
-	Clusters  []WorkloadCluster
+	// Revision is the commit of the tenant's directory applied, and what its source fetched.
+	Revision revisions.Revision
+	Clusters []WorkloadCluster
 }
 
 // WorkloadCluster is one workload cluster: its release, its Cluster API cluster and its units.
@@ -41,11 +44,15 @@ func ObserveWorkloadClusters(ctx context.Context, c client.Reader) ([]Tenant, er
 		return nil, fmt.Errorf("list the tenants' namespaces: %w", err)
 	}
 	var out []Tenant
+	rd := revisions.NewReader(c)
 	for _, ns := range namespaces.Items {
 		t := Tenant{Namespace: ns.Name, Directory: "not applied yet"}
 		ks := &kustomizev1.Kustomization{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: names.TenantKustomization}, ks); err == nil {
 			t.Directory = describeFlux(ks, ks.Spec.Path)
+			if t.Revision, err = rd.Of(ctx, ks); err != nil {
+				return nil, err
+			}
 		}
 		releases := &helmv2.HelmReleaseList{}
 		if err := c.List(ctx, releases, client.InNamespace(ns.Name)); err != nil && !apimeta.IsNoMatchError(err) {
@@ -81,7 +88,11 @@ func WriteWorkloadClusters(w io.Writer, tenants []Tenant) {
 	}
 	fmt.Fprintln(w, "\nworkload clusters:")
 	for _, t := range tenants {
-		fmt.Fprintf(w, "  tenant %s: %s\n", t.Namespace, t.Directory)
+		line := fmt.Sprintf("  tenant %s: %s", t.Namespace, t.Directory)
+		if rev := t.Revision.String(); rev != "" {
+			line += " (commit " + rev + ")"
+		}
+		fmt.Fprintln(w, line)
 		if len(t.Clusters) == 0 {
 			fmt.Fprintln(w, "    no workload cluster")
 		}

@@ -1,0 +1,125 @@
+// Package revisions says which commit a Flux object of a cluster runs: the revision its
+// controller last applied, and the one its source has fetched since. While they differ, the
+// object is behind its branch (a commit is on its way, or stopped by an error).
+package revisions
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Revision is what a Flux object runs, in Flux's revision format ("main@sha1:0123…",
+// "latest@sha256:…").
+type Revision struct {
+	// Applied is the revision last applied; "" when none was.
+	Applied string `json:"applied,omitempty"`
+	// Source is the revision the object's source fetched last; "" when unknown.
+	Source string `json:"source,omitempty"`
+}
+
+// Behind tells whether the source has a revision the object has not applied.
+func (r Revision) Behind() bool { return r.Source != "" && r.Applied != r.Source }
+
+// String is the revision in short ("main@0123abc"), and what it is behind.
+func (r Revision) String() string {
+	switch {
+	case r.Applied == "" && r.Source == "":
+		return ""
+	case r.Applied == "":
+		return "none applied yet, " + Short(r.Source) + " fetched"
+	case r.Behind():
+		return Short(r.Applied) + ", behind " + Short(r.Source)
+	default:
+		return Short(r.Applied)
+	}
+}
+
+// Short cuts a Flux revision's digest to 7 characters: "main@sha1:0123456789…" -> "main@0123456".
+func Short(rev string) string {
+	ref, digest, ok := strings.Cut(rev, "@")
+	if !ok {
+		// A bare digest ("sha1:…") or a chart version.
+		ref, digest = "", rev
+	}
+	if _, hex, ok := strings.Cut(digest, ":"); ok {
+		digest = hex
+	}
+	if len(digest) > 7 {
+		digest = digest[:7]
+	}
+	if ref == "" {
+		return digest
+	}
+	return ref + "@" + digest
+}
+
+// Reader reads revisions, each source once.
+type Reader struct {
+	c       client.Reader
+	sources map[client.ObjectKey]map[string]string // by key, then kind
+}
+
+// NewReader reads from c.
+func NewReader(c client.Reader) *Reader {
+	return &Reader{c: c, sources: map[client.ObjectKey]map[string]string{}}
+}
+
+// sourceVersions are the API versions of the sources a Kustomization may name.
+var sourceVersions = map[string]schema.GroupVersion{
+	"GitRepository": {Group: "source.toolkit.fluxcd.io", Version: "v1"},
+	"OCIRepository": {Group: "source.toolkit.fluxcd.io", Version: "v1"},
+	"Bucket":        {Group: "source.toolkit.fluxcd.io", Version: "v1"},
+}
+
+// Of is the revision of a Kustomization: the one it last applied, the one its source fetched.
+func (r *Reader) Of(ctx context.Context, ks *kustomizev1.Kustomization) (Revision, error) {
+	rev := Revision{Applied: ks.Status.LastAppliedRevision}
+	ref := ks.Spec.SourceRef
+	ns := ref.Namespace
+	if ns == "" {
+		ns = ks.Namespace
+	}
+	src, err := r.source(ctx, ref.Kind, client.ObjectKey{Namespace: ns, Name: ref.Name})
+	if err != nil {
+		return rev, fmt.Errorf("Kustomization %s/%s: %w", ks.Namespace, ks.Name, err)
+	}
+	rev.Source = src
+	return rev, nil
+}
+
+// source is the revision of the artifact a source fetched last; "" for a source that has none
+// yet, is gone, or is of a kind this does not know.
+func (r *Reader) source(ctx context.Context, kind string, key client.ObjectKey) (string, error) {
+	if byKind, ok := r.sources[key]; ok {
+		if rev, ok := byKind[kind]; ok {
+			return rev, nil
+		}
+	}
+	gv, ok := sourceVersions[kind]
+	if !ok {
+		return "", nil
+	}
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(gv.WithKind(kind))
+	rev := ""
+	switch err := r.c.Get(ctx, key, obj); {
+	case err == nil:
+		rev, _, _ = unstructured.NestedString(obj.Object, "status", "artifact", "revision")
+	case apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err):
+	default:
+		return "", fmt.Errorf("read %s %s: %w", kind, key, err)
+	}
+	if r.sources[key] == nil {
+		r.sources[key] = map[string]string{}
+	}
+	r.sources[key][kind] = rev
+	return rev, nil
+}
