@@ -53,7 +53,7 @@ var badValues = []struct {
 	{"a mirrored registry on a port out of range", "registry_mirrors:\n  hosts_config:\n    quay.io:70000:\n      - mirror_url: http://mirror.example.invalid:5000\n", []string{`:3: registry_mirrors.hosts_config["quay.io:70000"]`, `port "70000"`, "expected host or host:port"}},
 	{"a proxy with a port out of range", "proxies:\n  https_proxy: http://proxy.example.invalid:123456\n", []string{":2: proxies.https_proxy", `port "123456"`}},
 	{"a mirror whose host is a bad IP address", "registry_mirrors:\n  hosts_config:\n    docker.io:\n      - mirror_url: http://10.0.0.300:5000\n", []string{`:4: registry_mirrors.hosts_config["docker.io"][0].mirror_url`, `host "10.0.0.300": not an IP address`}},
-	{"a tenant repository URL with a port that is not a number", "workload_clusters:\n  tenants:\n    team-a:\n      repository:\n        url: https://git.example.invalid:abc/x.git\n", []string{":5: workload_clusters.tenants.team-a.repository.url", "not a URL", "invalid port"}},
+	{"a tenant repository URL with a port that is not a number", "workload_clusters:\n  tenants:\n    team-a:\n      repository:\n        url: https://git.example.invalid:abc/x.git\n", []string{":5: workload_clusters.tenants.team-a.repository.url", "not a URL", "a port that is not a number"}},
 	// Secrets in the wrong place.
 	{"a password in the source URL", "source:\n  type: git\n  url: https://bob:t0ken@git.example.invalid/repo.git\n", []string{":3: source.url", "carries a password", "credentials.git"}},
 	{"credentials in --values", "credentials:\n  git:\n    password: x\n", []string{":1: credentials", "secrets file"}},

@@ -9,7 +9,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/diff"
 	"cluster-init.dev/cluster-init/internal/kube"
@@ -58,7 +61,7 @@ nothing, and exits 0 whether or not there are changes (-o json for a pipeline to
 			if err != nil {
 				return err
 			}
-			report, err := diff.Compute(ctx, c.Client, owners)
+			report, err := diff.Compute(ctx, c.Client, owners, g.redactor.String)
 			if err != nil {
 				return fmt.Errorf("diff against the %s cluster (%s): %w", c.Name, c.Config.Host, err)
 			}
@@ -81,6 +84,11 @@ nothing, and exits 0 whether or not there are changes (-o json for a pipeline to
 // groups the objects by the Flux object that applies them. skipped says what is not compared.
 func (w *workspace) diffOwners(ctx context.Context, c *kube.Cluster, checkouts map[string]string) (owners []diff.Owner, skipped []string, err error) {
 	opts := w.renderOptions(render.ContextManagement)
+	// The release reads what bootstrap decided (the source, the --values files, the secrets'
+	// revision) from ConfigMaps of the cluster: the same here, or every run would differ.
+	if err := fromCluster(ctx, c.Client, &opts); err != nil {
+		return nil, nil, err
+	}
 	st, found, err := managementstate.Read(ctx, c.Client)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read the state of the %s cluster: %w", c.Name, err)
@@ -207,4 +215,42 @@ func writeDiff(out io.Writer, title string, r diff.Report, skipped []string) {
 	for _, s := range skipped {
 		fmt.Fprintf(out, "not compared: %s\n", s)
 	}
+}
+
+// fromCluster sets opts' source, overrides and secrets revision from the ConfigMaps bootstrap
+// applied into the cluster (names.SourceConfigMap, names.OverridesConfigMap), where they exist.
+func fromCluster(ctx context.Context, c client.Reader, opts *render.Options) error {
+	read := func(name string) (values.Layer, bool, error) {
+		cm := &corev1.ConfigMap{}
+		err := c.Get(ctx, client.ObjectKey{Namespace: names.Namespace, Name: name}, cm)
+		if apierrors.IsNotFound(err) {
+			return values.Layer{}, false, nil
+		}
+		if err != nil {
+			return values.Layer{}, false, fmt.Errorf("read ConfigMap %s/%s: %w", names.Namespace, name, err)
+		}
+		l, err := values.ParseLayer(fmt.Sprintf("(ConfigMap %s/%s of the cluster)", names.Namespace, name), []byte(cm.Data[names.ValuesKey]), false)
+		return l, err == nil, err
+	}
+	src, ok, err := read(names.SourceConfigMap)
+	if err != nil {
+		return err
+	}
+	if ok {
+		merged := values.Merge(src)
+		if s, isMap := merged["source"].(map[string]any); isMap {
+			opts.Source = s
+		}
+		if r, isString := merged["secrets_revision"].(string); isString {
+			opts.SecretsRevision = r
+		}
+	}
+	overrides, ok, err := read(names.OverridesConfigMap)
+	if err != nil {
+		return err
+	}
+	if ok {
+		opts.Overrides = []values.Layer{overrides}
+	}
+	return nil
 }

@@ -168,6 +168,33 @@ func TestDiffSaysWhatACommitWouldChangeInTheManagementCluster(t *testing.T) {
 	if again := diffOf("kubeadm-capd"); len(again.Changes) != len(same.Changes)+webhooks(owners) {
 		t.Errorf("a diff changed the cluster: %d changes afterwards", len(again.Changes))
 	}
+
+	// The release in the cluster reads the source bootstrap recorded there, not the checkout's
+	// default: the diff renders with it too.
+	src := &unstructured.Unstructured{}
+	src.SetAPIVersion("v1")
+	src.SetKind("ConfigMap")
+	src.SetNamespace(names.Namespace)
+	src.SetName(names.SourceConfigMap)
+	if err := unstructured.SetNestedStringMap(src.Object, map[string]string{names.ValuesKey: "source:\n  type: oci\n  url: oci://elsewhere.invalid:5000/cluster-init\n"}, "data"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client.Create(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	moved := diffOf("kubeadm-capd")
+	var urls []string
+	for _, ch := range moved.Changes {
+		for _, f := range ch.Fields {
+			if strings.Contains(f, "oci://elsewhere.invalid:5000/cluster-init") {
+				urls = append(urls, ch.Object+": "+f)
+			}
+		}
+	}
+	if len(urls) == 0 {
+		t.Errorf("the cluster's recorded source is not what the diff renders with: %d changes", len(moved.Changes))
+	}
+	t.Logf("with the cluster's source: %d changes, e.g. %v", len(moved.Changes), urls[:min(len(urls), 2)])
 }
 
 func webhook(obj *unstructured.Unstructured) bool {

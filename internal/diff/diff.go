@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -80,11 +81,17 @@ type Report struct {
 	NotApplied []string `json:"notApplied,omitempty"`
 }
 
-// Compute compares each owner's objects with the cluster c.
-func Compute(ctx context.Context, c client.Client, owners []Owner) (Report, error) {
-	var r Report
+// Compute compares each owner's objects with the cluster c. redact hides the secrets the caller
+// knows in every value shown; the cluster's values may hold others (a credential the checkout
+// rotated): the user information of a URL is never shown.
+func Compute(ctx context.Context, c client.Client, owners []Owner, redact func(string) string) (Report, error) {
+	r := Report{}
+	d := differ{redact: redact}
+	if d.redact == nil {
+		d.redact = func(s string) string { return s }
+	}
 	for _, o := range owners {
-		if err := r.add(ctx, c, o); err != nil {
+		if err := d.add(ctx, c, &r, o); err != nil {
 			return r, fmt.Errorf("%s: %w", o.Label, err)
 		}
 	}
@@ -97,7 +104,11 @@ func Compute(ctx context.Context, c client.Client, owners []Owner) (Report, erro
 	return r, nil
 }
 
-func (r *Report) add(ctx context.Context, c client.Client, o Owner) error {
+type differ struct {
+	redact func(string) string
+}
+
+func (d differ) add(ctx context.Context, c client.Client, r *Report, o Owner) error {
 	gv, ok := fluxGroupVersion[o.Kind]
 	if !ok {
 		return fmt.Errorf("%s: expected a %s or a %s", o.Kind, KindKustomization, KindHelmRelease)
@@ -118,7 +129,7 @@ func (r *Report) add(ctx context.Context, c client.Client, o Owner) error {
 		desired[metadataOf(obj)] = true
 	}
 	for _, obj := range o.Desired {
-		d, err := jsondiff.Unstructured(ctx, c, obj,
+		diff, err := jsondiff.Unstructured(ctx, c, obj,
 			jsondiff.FieldOwner(fieldManager[o.Kind]), jsondiff.MaskSecrets(true), jsondiff.Rationalize(true))
 		switch {
 		case err != nil && (apimeta.IsNoMatchError(err) || apierrors.IsNotFound(err)):
@@ -126,11 +137,11 @@ func (r *Report) add(ctx context.Context, c client.Client, o Owner) error {
 			// (Flux applies CRDs and Namespaces first).
 			r.Changes = append(r.Changes, Change{Owner: o.Label, Action: Added, Object: describe(obj)})
 		case err != nil:
-			r.Changes = append(r.Changes, Change{Owner: o.Label, Action: Refused, Object: describe(obj), Fields: refusal(obj, err)})
-		case d.Type == jsondiff.DiffTypeCreate:
+			r.Changes = append(r.Changes, Change{Owner: o.Label, Action: Refused, Object: describe(obj), Fields: d.refusal(obj, err)})
+		case diff.Type == jsondiff.DiffTypeCreate:
 			r.Changes = append(r.Changes, Change{Owner: o.Label, Action: Added, Object: describe(obj)})
-		case d.Type == jsondiff.DiffTypeUpdate:
-			r.Changes = append(r.Changes, Change{Owner: o.Label, Action: Changed, Object: describe(obj), Fields: fields(obj, d.Patch)})
+		case diff.Type == jsondiff.DiffTypeUpdate:
+			r.Changes = append(r.Changes, Change{Owner: o.Label, Action: Changed, Object: describe(obj), Fields: d.fields(obj, diff.Patch)})
 		default:
 			r.Unchanged++
 		}
@@ -172,14 +183,14 @@ func describeMeta(m object.ObjMetadata) string {
 
 // refusal is why the API server refused the dry run of obj; for a Secret only that it did, as
 // a validation message may quote a value.
-func refusal(obj *unstructured.Unstructured, err error) []string {
+func (d differ) refusal(obj *unstructured.Unstructured, err error) []string {
 	if isSecret(obj) {
 		return []string{"the API server refuses it (its message is not shown: it may quote the Secret)"}
 	}
 	if u := errors.Unwrap(err); u != nil {
 		err = u // the API server's own message, without ssa's "dry-run failed" frame
 	}
-	return []string{strings.TrimSpace(err.Error())}
+	return []string{d.show(strings.TrimSpace(err.Error()), 0)}
 }
 
 func isSecret(obj *unstructured.Unstructured) bool {
@@ -188,7 +199,7 @@ func isSecret(obj *unstructured.Unstructured) bool {
 
 // fields says what a patch does, a line per operation. A Secret's lines name the keys only: its
 // values, masked by the diff already, are not shown at all.
-func fields(obj *unstructured.Unstructured, patch wjsondiff.Patch) []string {
+func (d differ) fields(obj *unstructured.Unstructured, patch wjsondiff.Patch) []string {
 	secret := isSecret(obj)
 	var out []string
 	for _, op := range patch {
@@ -197,11 +208,11 @@ func fields(obj *unstructured.Unstructured, patch wjsondiff.Patch) []string {
 		case secret:
 			out = append(out, fmt.Sprintf("%s: %s", path, op.Type))
 		case op.Type == "add":
-			out = append(out, fmt.Sprintf("%s: + %s", path, short(op.Value)))
+			out = append(out, fmt.Sprintf("%s: + %s", path, d.value(op.Value)))
 		case op.Type == "remove":
-			out = append(out, fmt.Sprintf("%s: - %s", path, short(op.OldValue)))
+			out = append(out, fmt.Sprintf("%s: - %s", path, d.value(op.OldValue)))
 		default:
-			out = append(out, fmt.Sprintf("%s: %s -> %s", path, short(op.OldValue), short(op.Value)))
+			out = append(out, fmt.Sprintf("%s: %s -> %s", path, d.value(op.OldValue), d.value(op.Value)))
 		}
 	}
 	return out
@@ -239,15 +250,24 @@ func isIndex(s string) bool {
 	return true
 }
 
-// short prints a value on one line, cut at 200 characters.
-func short(v any) string {
+// value prints a value on one line, its secrets hidden, cut at 200 characters.
+func (d differ) value(v any) string {
 	data, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Sprint(v)
+		return d.show(fmt.Sprint(v), 200)
 	}
-	s := string(data)
-	if len(s) > 200 {
-		s = s[:200] + "…"
+	return d.show(string(data), 200)
+}
+
+// urlUserInfo is the user information of a URL: "scheme://user:password@" or "scheme://token@".
+var urlUserInfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^\s/"'@]+(:[^\s"'@]*)?@`)
+
+// show hides what the caller knows is secret and every URL's user information, then cuts s to
+// max characters (0: not cut): cut after, so that no part of a secret escapes the redaction.
+func (d differ) show(s string, max int) string {
+	s = urlUserInfo.ReplaceAllString(d.redact(s), "${1}***@")
+	if max > 0 && len(s) > max {
+		s = s[:max] + "…"
 	}
 	return s
 }

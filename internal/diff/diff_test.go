@@ -41,6 +41,14 @@ kind: ConfigMap
 metadata: {name: old, namespace: default}
 data: {a: "b"}
 `
+	// A proxy URL with a password: the cluster's (rotated since) is not among the secrets the
+	// caller knows.
+	proxyLive = `
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: proxy, namespace: default}
+data: {url: "http://u:OLD-pr0xy-pass@proxy:3128"}
+`
 	secret = `
 apiVersion: v1
 kind: Secret
@@ -55,7 +63,7 @@ stringData: {password: hunter2-before}
 func TestADiffSaysWhatACommitWouldAddChangeAndRemove(t *testing.T) {
 	c := testenv.Start(t, "test").Client
 	ctx := t.Context()
-	for _, text := range []string{kustomization, live, gone, secret} {
+	for _, text := range []string{kustomization, live, gone, secret, proxyLive} {
 		o := obj(t, text)
 		if err := c.Patch(ctx, o, client.Apply, client.FieldOwner("kustomize-controller"), client.ForceOwnership); err != nil {
 			t.Fatal(err)
@@ -69,6 +77,7 @@ func TestADiffSaysWhatACommitWouldAddChangeAndRemove(t *testing.T) {
 		map[string]any{"id": "default_settings__ConfigMap", "v": "v1"},
 		map[string]any{"id": "default_old__ConfigMap", "v": "v1"},
 		map[string]any{"id": "default_credentials__Secret", "v": "v1"},
+		map[string]any{"id": "default_proxy__ConfigMap", "v": "v1"},
 	}, "status", "inventory", "entries"); err != nil {
 		t.Fatal(err)
 	}
@@ -84,10 +93,11 @@ func TestADiffSaysWhatACommitWouldAddChangeAndRemove(t *testing.T) {
 	newNamespace := obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: arrives-with-the-commit}\n")
 	refused := obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Not_A_Name, namespace: default}\n")
 	report, err := diff.Compute(ctx, c, []diff.Owner{
-		{Kind: diff.KindKustomization, Namespace: "default", Name: "capi", Label: "unit capi", Desired: []*unstructured.Unstructured{changed, added, rotated, unchanged, newKind, newNamespace, refused}},
+		{Kind: diff.KindKustomization, Namespace: "default", Name: "capi", Label: "unit capi", Desired: []*unstructured.Unstructured{changed, added, rotated, unchanged, newKind, newNamespace, refused,
+			obj(t, strings.Replace(proxyLive, "OLD-pr0xy-pass", "NEW-pr0xy-pass", 1))}},
 		{Kind: diff.KindHelmRelease, Namespace: "default", Name: "later", Label: "release later", Desired: []*unstructured.Unstructured{
 			obj(t, "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: later, namespace: default}\n")}},
-	})
+	}, func(s string) string { return strings.ReplaceAll(s, "NEW-pr0xy-pass", "[hidden]") })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +114,7 @@ func TestADiffSaysWhatACommitWouldAddChangeAndRemove(t *testing.T) {
 		"unit capi: added ConfigMap arrives-with-the-commit/c ",
 		"unit capi: added ConfigMap default/new ",
 		"unit capi: added Widget default/w ",
+		"unit capi: changed ConfigMap default/proxy data.url: \"http://***@proxy:3128\" -> \"http://***@proxy:3128\"",
 		"unit capi: changed ConfigMap default/settings data.replicas: \"1\" -> \"2\"",
 		"unit capi: changed Secret default/credentials data.password: replace",
 		"unit capi: refused ConfigMap default/Not_A_Name ConfigMap \"Not_A_Name\" is invalid",
@@ -118,7 +129,7 @@ func TestADiffSaysWhatACommitWouldAddChangeAndRemove(t *testing.T) {
 	}
 	for _, ch := range report.Changes {
 		for _, f := range ch.Fields {
-			if strings.Contains(f, "hunter2") || strings.Contains(f, "aHVudGVy") {
+			if strings.Contains(f, "hunter2") || strings.Contains(f, "aHVudGVy") || strings.Contains(f, "pr0xy-pass") {
 				t.Errorf("a Secret's value shown: %s", f)
 			}
 		}

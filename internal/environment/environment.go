@@ -113,8 +113,10 @@ func (e *Environment) SecretValues(extra ...values.Layer) []string {
 // and hiding it would hide that word everywhere without protecting anything.
 var userNames = map[string]bool{"username": true, "user": true}
 
-// urlPassword finds the password of a URL's user information (scheme://user:password@host).
-var urlPassword = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:([^/\s@]+)@`)
+// urlPassword finds the password of a URL's user information (scheme://user:password@host), a
+// password with an unencoded / ? # too (up to the last @ before a space): what a URL parser would
+// take for a host, a port or a path is still hidden.
+var urlPassword = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:([^\s@]+)@`)
 
 // Resolve finds an environment by name (a directory of environment-values/) or by the path of
 // its directory. Anything else is refused, naming the environments there are: a file, even one of
@@ -132,26 +134,19 @@ func Resolve(repoRoot, nameOrPath string) (name, dir string, err error) {
 	if pathLike {
 		candidates = append(asPath, asName...)
 	}
+	// The first candidate that is an environment wins; if none is, the first one that exists says
+	// why it is not (a file, a workload cluster, a directory without a kustomization).
+	var refusal error
 	for _, c := range candidates {
 		st, err := os.Stat(c)
 		if err != nil {
 			continue
 		}
-		if !st.IsDir() {
-			parent := filepath.Dir(c)
-			if workloadCluster(parent) {
-				return "", "", workloadClusterError(nameOrPath)
+		if problem := notAnEnvironment(nameOrPath, c, st.IsDir(), kustomization, environments); problem != nil {
+			if refusal == nil {
+				refusal = problem
 			}
-			if _, err := os.Stat(filepath.Join(parent, kustomization)); err == nil {
-				return "", "", fmt.Errorf("%s is a file: expected the directory of an environment, %s, or its name %s", nameOrPath, filepath.Dir(filepath.Clean(nameOrPath)), environments)
-			}
-			return "", "", fmt.Errorf("%s is a file: expected the directory of an environment or its name %s", nameOrPath, environments)
-		}
-		if workloadCluster(c) {
-			return "", "", workloadClusterError(nameOrPath)
-		}
-		if _, err := os.Stat(filepath.Join(c, kustomization)); err != nil {
-			return "", "", fmt.Errorf("%s is not an environment: it has no %s with the environment's values and secrets %s", nameOrPath, kustomization, environments)
+			continue
 		}
 		abs, err := filepath.Abs(c)
 		if err != nil {
@@ -163,10 +158,35 @@ func Resolve(repoRoot, nameOrPath string) (name, dir string, err error) {
 		}
 		return abs, abs, nil
 	}
-	if pathLike {
+	switch {
+	case refusal != nil:
+		return "", "", refusal
+	case pathLike:
 		return "", "", fmt.Errorf("environment %q: no such directory %s", nameOrPath, environments)
+	default:
+		return "", "", fmt.Errorf("environment %q: no directory %s %s", nameOrPath, filepath.Join(Dir, nameOrPath), environments)
 	}
-	return "", "", fmt.Errorf("environment %q: no directory %s %s", nameOrPath, filepath.Join(Dir, nameOrPath), environments)
+}
+
+// notAnEnvironment says why the path c, given as arg, is not an environment's directory, or nil.
+func notAnEnvironment(arg, c string, isDir bool, kustomization, environments string) error {
+	if !isDir {
+		parent := filepath.Dir(c)
+		if workloadCluster(parent) {
+			return workloadClusterError(arg)
+		}
+		if _, err := os.Stat(filepath.Join(parent, kustomization)); err == nil {
+			return fmt.Errorf("%s is a file: expected the directory of an environment, %s, or its name %s", arg, filepath.Dir(filepath.Clean(arg)), environments)
+		}
+		return fmt.Errorf("%s is a file: expected the directory of an environment or its name %s", arg, environments)
+	}
+	if workloadCluster(c) {
+		return workloadClusterError(arg)
+	}
+	if _, err := os.Stat(filepath.Join(c, kustomization)); err != nil {
+		return fmt.Errorf("%s is not an environment: it has no %s with the environment's values and secrets %s", arg, kustomization, environments)
+	}
+	return nil
 }
 
 func workloadClusterError(nameOrPath string) error {

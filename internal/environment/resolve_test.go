@@ -31,6 +31,8 @@ func TestResolveTakesOnlyAnEnvironmentsDirectory(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(outside, "kustomization.yaml"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A directory of the current one named like an environment, but none: the environment wins.
+	write("team/dev/README.md", "not an environment\n")
 	t.Chdir(repo)
 
 	for _, c := range []struct{ arg, name string }{

@@ -81,11 +81,7 @@ func Revisions(ctx context.Context, c client.Reader, rd *revisions.Reader, app *
 	out := map[string]revisions.Revision{}
 	for i := range list.Items {
 		ks := &list.Items[i]
-		rev, err := rd.Of(ctx, ks)
-		if err != nil {
-			return nil, err
-		}
-		out[clusterName(placedOn(ks))] = rev
+		out[clusterName(placedOn(ks))] = rd.Of(ctx, ks)
 	}
 	return out, nil
 }

@@ -39,9 +39,7 @@ func (s Source) Observe(ctx context.Context) (Observed, error) {
 		obs.Revisions = map[string]revisions.Revision{}
 		rd := revisions.NewReader(c)
 		for unit, ks := range obs.Units.Kustomizations {
-			if obs.Revisions[unit], err = rd.Of(ctx, ks); err != nil {
-				return obs, err
-			}
+			obs.Revisions[unit] = rd.Of(ctx, ks)
 		}
 	}
 

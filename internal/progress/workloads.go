@@ -50,9 +50,7 @@ func ObserveWorkloadClusters(ctx context.Context, c client.Reader) ([]Tenant, er
 		ks := &kustomizev1.Kustomization{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: names.TenantKustomization}, ks); err == nil {
 			t.Directory = describeFlux(ks, ks.Spec.Path)
-			if t.Revision, err = rd.Of(ctx, ks); err != nil {
-				return nil, err
-			}
+			t.Revision = rd.Of(ctx, ks)
 		}
 		releases := &helmv2.HelmReleaseList{}
 		if err := c.List(ctx, releases, client.InNamespace(ns.Name)); err != nil && !apimeta.IsNoMatchError(err) {

@@ -23,6 +23,9 @@ type Revision struct {
 	Applied string `json:"applied,omitempty"`
 	// Source is the revision the object's source fetched last; "" when unknown.
 	Source string `json:"source,omitempty"`
+	// Unread says why the source could not be read (no right to read it): whether the object is
+	// behind is not known.
+	Unread string `json:"unread,omitempty"`
 }
 
 // Behind tells whether the source has a revision the object has not applied.
@@ -31,6 +34,10 @@ func (r Revision) Behind() bool { return r.Source != "" && r.Applied != r.Source
 // String is the revision in short ("main@0123abc"), and what it is behind.
 func (r Revision) String() string {
 	switch {
+	case r.Unread != "" && r.Applied == "":
+		return "none applied yet (its source: " + r.Unread + ")"
+	case r.Unread != "":
+		return Short(r.Applied) + " (its source: " + r.Unread + ")"
 	case r.Applied == "" && r.Source == "":
 		return ""
 	case r.Applied == "":
@@ -79,8 +86,9 @@ var sourceVersions = map[string]schema.GroupVersion{
 	"Bucket":        {Group: "source.toolkit.fluxcd.io", Version: "v1"},
 }
 
-// Of is the revision of a Kustomization: the one it last applied, the one its source fetched.
-func (r *Reader) Of(ctx context.Context, ks *kustomizev1.Kustomization) (Revision, error) {
+// Of is the revision of a Kustomization: the one it last applied, the one its source fetched. A
+// source that cannot be read is said in the revision, not an error: the rest of a look stands.
+func (r *Reader) Of(ctx context.Context, ks *kustomizev1.Kustomization) Revision {
 	rev := Revision{Applied: ks.Status.LastAppliedRevision}
 	ref := ks.Spec.SourceRef
 	ns := ref.Namespace
@@ -89,10 +97,11 @@ func (r *Reader) Of(ctx context.Context, ks *kustomizev1.Kustomization) (Revisio
 	}
 	src, err := r.source(ctx, ref.Kind, client.ObjectKey{Namespace: ns, Name: ref.Name})
 	if err != nil {
-		return rev, fmt.Errorf("Kustomization %s/%s: %w", ks.Namespace, ks.Name, err)
+		rev.Unread = err.Error()
+		return rev
 	}
 	rev.Source = src
-	return rev, nil
+	return rev
 }
 
 // source is the revision of the artifact a source fetched last; "" for a source that has none

@@ -15,6 +15,7 @@ func TestARevisionSaysWhatItRunsAndWhatItIsBehind(t *testing.T) {
 		{Revision{Applied: "sha256:abcdef0123456789"}, "abcdef0"},
 		{Revision{Applied: "v1.2.3@sha256:abcdef0123456789"}, "v1.2.3@abcdef0"},
 		{Revision{Applied: "1.0.0"}, "1.0.0"},
+		{Revision{Applied: "main@sha1:0123456789abcdef", Unread: "forbidden"}, "main@0123456 (its source: forbidden)"},
 	} {
 		if got := c.rev.String(); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.rev, got, c.want)

@@ -1,7 +1,6 @@
 package values
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -102,11 +101,13 @@ func urlProblem(raw string, schemes []string) string {
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return fmt.Sprintf("not a URL (%v): %s", err, expected)
+		// Not the parser's text: it quotes the part it choked on, which may be a password
+		// ("http://user:pa?ss@host" makes ":pa" a port).
+		return "not a URL (a port that is not a number, a bracket or escape out of place, or a user name or password with / ? # @ not percent-encoded): " + expected
+	}
+	if u.User == nil && strings.Contains(u.Path+u.RawQuery+u.Fragment, "@") {
+		// "https://user:12/3@host/x" parses as host "user:12": a password with a slash.
+		return "an @ after the host (a user name or password with / ? # not percent-encoded; credentials belong in the secrets file): " + expected
 	}
 	if !slices.Contains(schemes, strings.ToLower(u.Scheme)) {
 		if u.Scheme == "" {

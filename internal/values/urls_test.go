@@ -25,6 +25,7 @@ func TestURLsAreParsedAsTheirControllersWill(t *testing.T) {
 		{"https://git.example.invalid:65536/x", httpSchemes, `port "65536"`},
 		{"https://git.example.invalid:/x", httpSchemes, "a colon without a port"},
 		{"https://git.example.invalid:https/x", httpSchemes, "not a URL"},
+		{"https://user:12/3@host/x", httpSchemes, "an @ after the host"},
 		{"https://-bad-.example.invalid/x", httpSchemes, "expected a DNS name"},
 		{"https://a..b/x", httpSchemes, "expected a DNS name"},
 		{"https://999.1.1.1/x", httpSchemes, "not an IP address"},
@@ -47,6 +48,10 @@ func TestAURLProblemQuotesNoUserInformationNorQuery(t *testing.T) {
 		"https://git.example.invalid:99999/x?token=s3cr3t",
 		"ftp://bob:s3cr3t@git.example.invalid/x",
 		"https://bob:s3cr3t@:5000/x",
+		"http://user:s3cr3t?et@proxy:3128",
+		"https://user:s3cr3t/cd@h/x",
+		"https://user:s3cr3t#x@h/x",
+		"https://user:12/s3cr3t@host/x",
 	} {
 		got := urlProblem(raw, httpSchemes)
 		if got == "" || strings.Contains(got, "s3cr3t") {
