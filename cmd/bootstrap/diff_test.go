@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -27,10 +25,7 @@ import (
 // cluster unit's HelmRelease and, through it, the MachineDeployment; and a diff changes nothing.
 func TestDiffSaysWhatACommitWouldChangeInTheManagementCluster(t *testing.T) {
 	c := testenv.Start(t, "mgmt")
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, testenv.Kubeconfig(c.Config), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := kubeconfigFile(t, c)
 	diffOf := func(env string) diff.Report {
 		t.Helper()
 		out, err := run(t, "diff", env, "--kubeconfig", kubeconfig, "-o", "json")

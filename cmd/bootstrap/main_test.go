@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/testenv"
 )
 
@@ -218,4 +219,14 @@ func TestValidateAllChecksEveryEnvironment(t *testing.T) {
 	if _, err := run(t, "--repo", root, "validate", "--all", "good"); err == nil || !strings.Contains(err.Error(), "expected no ENV") {
 		t.Errorf("validate --all ENV: %v", err)
 	}
+}
+
+// kubeconfigFile writes a kubeconfig of the test cluster c, as a user gives it with --kubeconfig.
+func kubeconfigFile(t *testing.T, c *kube.Cluster) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, testenv.Kubeconfig(c.Config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

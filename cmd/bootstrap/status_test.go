@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,10 +13,7 @@ import (
 // status --watch follows a cluster with bootstrap's printer until interrupted, and ends cleanly.
 func TestStatusWatchFollowsUntilInterrupted(t *testing.T) {
 	c := testenv.Start(t, "mgmt")
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, testenv.Kubeconfig(c.Config), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := kubeconfigFile(t, c)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	cmd := newRootCommand()

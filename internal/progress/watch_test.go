@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/apply"
+	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/progress"
 	"cluster-init.dev/cluster-init/internal/readiness"
 	"cluster-init.dev/cluster-init/internal/render"
@@ -24,24 +25,8 @@ import (
 // The progress view reads, from a real API server, the graph and the Kustomizations the chart
 // renders, and the Cluster API objects of the cluster.
 func TestObserveReadsTheUnitsTheChartRenders(t *testing.T) {
-	root := testenv.Checkout(t)
-	env := testenv.Environment(t, root, "kubeadm-capd")
-	res, err := render.Render(t.Context(), root, "", render.Options{Env: env, Context: render.ContextBootstrap})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := testenv.Start(t, "bootstrap")
+	res, c := bootstrapRelease(t)
 	ctx := t.Context()
-	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "cluster-init"}}}
-	objs := []*unstructured.Unstructured{ns}
-	for _, o := range res.Objects {
-		if o.Unit == "" && o.Origin == render.UmbrellaChart {
-			objs = append(objs, o.Object)
-		}
-	}
-	if _, err := apply.New(c).Apply(ctx, objs); err != nil {
-		t.Fatal(err)
-	}
 
 	setReady := func(name string, status metav1.ConditionStatus, reason, msg string) {
 		ks := &kustomizev1.Kustomization{}
@@ -126,24 +111,8 @@ func TestObserveReadsTheUnitsTheChartRenders(t *testing.T) {
 // status says which commit each unit runs: the revision its Kustomization last applied and,
 // when its source has fetched another since, that it is behind it.
 func TestStatusShowsTheCommitEachUnitRuns(t *testing.T) {
-	root := testenv.Checkout(t)
-	env := testenv.Environment(t, root, "kubeadm-capd")
-	res, err := render.Render(t.Context(), root, "", render.Options{Env: env, Context: render.ContextBootstrap})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := testenv.Start(t, "bootstrap")
+	_, c := bootstrapRelease(t)
 	ctx := t.Context()
-	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "cluster-init"}}}
-	objs := []*unstructured.Unstructured{ns}
-	for _, o := range res.Objects {
-		if o.Unit == "" && o.Origin == render.UmbrellaChart {
-			objs = append(objs, o.Object)
-		}
-	}
-	if _, err := apply.New(c).Apply(ctx, objs); err != nil {
-		t.Fatal(err)
-	}
 	const applied, fetched = "latest@sha256:0123456789abcdef", "latest@sha256:fedcba9876543210"
 	var source kustomizev1.CrossNamespaceSourceReference
 	for _, name := range []string{"cert-manager", "capi"} {
@@ -218,3 +187,28 @@ func withSpec(src *unstructured.Unstructured, kind string) *unstructured.Unstruc
 }
 
 func regexpMatch(pattern, s string) bool { return regexp.MustCompile(pattern).MatchString(s) }
+
+// bootstrapRelease starts a cluster holding what the cluster-init release renders for
+// kubeadm-capd in the bootstrap context (its namespace, the units' Kustomizations, the graph);
+// no controller runs.
+func bootstrapRelease(t *testing.T) (*render.Result, *kube.Cluster) {
+	t.Helper()
+	root := testenv.Checkout(t)
+	env := testenv.Environment(t, root, "kubeadm-capd")
+	res, err := render.Render(t.Context(), root, "", render.Options{Env: env, Context: render.ContextBootstrap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testenv.Start(t, "bootstrap")
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "cluster-init"}}}
+	objs := []*unstructured.Unstructured{ns}
+	for _, o := range res.Objects {
+		if o.Unit == "" && o.Origin == render.UmbrellaChart {
+			objs = append(objs, o.Object)
+		}
+	}
+	if _, err := apply.New(c).Apply(t.Context(), objs); err != nil {
+		t.Fatal(err)
+	}
+	return res, c
+}
