@@ -54,6 +54,10 @@ var badValues = []struct {
 	{"a proxy with a port out of range", "proxies:\n  https_proxy: http://proxy.example.invalid:123456\n", []string{":2: proxies.https_proxy", `port "123456"`}},
 	{"a mirror whose host is a bad IP address", "registry_mirrors:\n  hosts_config:\n    docker.io:\n      - mirror_url: http://10.0.0.300:5000\n", []string{`:4: registry_mirrors.hosts_config["docker.io"][0].mirror_url`, `host "10.0.0.300": not an IP address`}},
 	{"a tenant repository URL with a port that is not a number", "workload_clusters:\n  tenants:\n    team-a:\n      repository:\n        url: https://git.example.invalid:abc/x.git\n", []string{":5: workload_clusters.tenants.team-a.repository.url", "not a URL", "a port that is not a number"}},
+	{"an alerts webhook without a scheme", "notifications:\n  alerts:\n    address: alerts.example.invalid/hook\n", []string{":3: notifications.alerts.address", "no scheme"}},
+	// Notifications: a receiver's node port outside the range, or one without the receiver's token.
+	{"a receiver node port outside the node port range", "notifications:\n  receiver:\n    node_port: 8080\n", []string{":3: notifications.receiver.node_port"}},
+	{"a receiver node port without the receiver's token", "notifications:\n  receiver:\n    node_port: 30292\n", []string{":3: notifications.receiver.node_port", "expected credentials.notifications.receiver_token"}},
 	// Secrets in the wrong place.
 	{"a password in the source URL", "source:\n  type: git\n  url: https://bob:t0ken@git.example.invalid/repo.git\n", []string{":3: source.url", "carries a password", "credentials.git"}},
 	{"credentials in --values", "credentials:\n  git:\n    password: x\n", []string{":1: credentials", "secrets file"}},
@@ -137,6 +141,8 @@ func TestBadEnvironmentFilesAreNamed(t *testing.T) {
 		{"a clouds.yaml that is not YAML", "secrets.yaml", "credentials:\n  openstack:\n    clouds_yaml: \"clouds: [unclosed\"\n", []string{"secrets.yaml:3: credentials.openstack.clouds_yaml", "not YAML", "expected a clouds.yaml"}},
 		{"a cloud without the secret of its application credential", "secrets.yaml", "credentials:\n  openstack:\n    clouds_yaml: |\n      clouds:\n        openstack:\n          auth:\n            auth_url: https://keystone.example.invalid:5000/v3\n            application_credential_id: the-id\n          auth_type: v3applicationcredential\n",
 			[]string{"secrets.yaml:3: credentials.openstack.clouds_yaml", `cloud "openstack": auth.application_credential_secret: missing`}},
+		{"a receiver token too short to guard it", "secrets.yaml", "credentials:\n  openstack:\n    clouds_yaml: |\n      clouds:\n        openstack:\n          auth:\n            auth_url: https://keystone.example.invalid:5000/v3\n            application_credential_id: the-id\n            application_credential_secret: the-secret\n          auth_type: v3applicationcredential\n  notifications:\n    receiver_token: short\n",
+			[]string{"secrets.yaml:12: credentials.notifications.receiver_token"}},
 		{"a values file that is not UTF-8", "values.yaml", "cluster:\n  name: \"caf\xe9\"\n", []string{"values.yaml:2: column 13: not UTF-8"}},
 		{"a secrets file too large", "secrets.yaml", "# " + strings.Repeat("x", 600<<10) + "\n", []string{"secrets.yaml", "larger than 512 KiB"}},
 	}

@@ -16,9 +16,10 @@ import (
 // repository is a working copy of the repository on the test bed's git server: the checkout,
 // with the environment set to read from it and its secrets encrypted.
 type repository struct {
-	dir    string
-	remote string // with the credentials: never logged
-	key    string // the age key file
+	dir           string
+	remote        string // with the credentials: never logged
+	key           string // the age key file
+	receiverToken string // the management cluster's Receiver's (credentials.notifications.receiver_token)
 }
 
 func gitServer(t *testing.T, args ...string) string {
@@ -82,7 +83,7 @@ func newRepository(t *testing.T, prepare ...func(r *repository)) *repository {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &repository{dir: t.TempDir(), key: filepath.Join(t.TempDir(), "age.agekey")}
+	r := &repository{dir: t.TempDir(), key: filepath.Join(t.TempDir(), "age.agekey"), receiverToken: newReceiverToken(t)}
 	r.remote = strings.Replace(url, "http://", "http://"+lines[0]+":"+strings.TrimSpace(string(token))+"@", 1)
 
 	list := exec.Command("git", "-C", repo, "ls-files", "-co", "--exclude-standard", "-z")
@@ -99,20 +100,24 @@ func newRepository(t *testing.T, prepare ...func(r *repository)) *repository {
 	}
 	r.git(t, "init", "-q", "-b", "main")
 
-	// The environment names its git source; its secrets carry the git credentials, encrypted.
+	// The environment names its git source and serves its Receiver on a node port; its secrets
+	// carry the git credentials and the Receiver's token, encrypted.
 	values, err := os.ReadFile(filepath.Join(r.dir, "environment-values", env, "values.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.write(t, "environment-values/"+env+"/values.yaml", string(values)+"source:\n  type: git\n  url: "+url+"\n  ref:\n    branch: main\n")
+	r.write(t, "environment-values/"+env+"/values.yaml", string(values)+"source:\n  type: git\n  url: "+url+"\n  ref:\n    branch: main\n"+
+		"notifications:\n  receiver:\n    node_port: "+receiverNodePort+"\n")
 	r.write(t, "environment-values/"+env+"/secrets.yaml",
-		"credentials:\n  git:\n    username: "+lines[0]+"\n    password: "+strings.TrimSpace(string(token))+"\n")
+		"credentials:\n  git:\n    username: "+lines[0]+"\n    password: "+strings.TrimSpace(string(token))+"\n"+
+			"  notifications:\n    receiver_token: "+r.receiverToken+"\n")
 	if out := bootstrapOK(t, "secrets", "keygen", "--out", r.key); !strings.Contains(out, "public key: age1") {
 		t.Fatalf("keygen: %s", out)
 	}
 	bootstrapOK(t, "secrets", "encrypt", env, "--repo", r.dir, "--age-key-file", r.key)
-	if data, _ := os.ReadFile(filepath.Join(r.dir, "environment-values", env, "secrets.yaml")); strings.Contains(string(data), strings.TrimSpace(string(token))) {
-		t.Fatal("the token is in the committed secrets file")
+	if data, _ := os.ReadFile(filepath.Join(r.dir, "environment-values", env, "secrets.yaml")); strings.Contains(string(data), strings.TrimSpace(string(token))) ||
+		strings.Contains(string(data), r.receiverToken) {
+		t.Fatal("a token is in the committed secrets file")
 	}
 	for _, p := range prepare {
 		p(r)
@@ -122,7 +127,8 @@ func newRepository(t *testing.T, prepare ...func(r *repository)) *repository {
 }
 
 // bootstrapFromGit bootstraps the environment from a new repository of the git server, from a
-// clean state, and cleans up after the test.
+// clean state, and cleans up after the test. The git server then announces every push to the
+// management cluster's Receiver, as a GitLab project's webhook would.
 func bootstrapFromGit(t *testing.T, ctx context.Context, prepare ...func(r *repository)) (*repository, *run) {
 	t.Helper()
 	cleanup(t, env)
@@ -133,6 +139,10 @@ func bootstrapFromGit(t *testing.T, ctx context.Context, prepare ...func(r *repo
 	if run.err != nil {
 		t.Fatalf("bootstrap: %v", run.err)
 	}
+	if strings.Contains(run.output.String(), r.receiverToken) {
+		t.Error("the Receiver's token was printed")
+	}
+	connectReceiver(t, r, receiverURL(t, managementKubeconfig(), receiverNodePort))
 	return r, run
 }
 
@@ -163,11 +173,19 @@ func TestGitOps(t *testing.T) {
 	// 1. The management cluster's workers, 1 -> 2, by a commit.
 	values := readFile(t, filepath.Join(r.dir, "environment-values", env, "values.yaml"))
 	r.write(t, "environment-values/"+env+"/values.yaml", strings.Replace(values, "  workers:\n    replicas: 1\n", "  workers:\n    replicas: 2\n", 1))
+	asked := requestedAt(kc)
 	pushed := r.commit(t, "management: two workers")
+	// The git server announced the push: the Receiver asked the source for it, which fetched it
+	// at once, not at its next poll (source.interval, 1m).
+	fetched := waitForSource(t, kc, r.git(t, "rev-parse", "HEAD"), 3*time.Minute)
+	if requestedAt(kc) == asked {
+		t.Errorf("the source fetched the push after %s without the Receiver's request: the webhook did not reach it", fetched.Round(time.Second))
+	}
+	t.Logf("push -> the management cluster's source at the commit, by the Receiver: %s", fetched.Round(100*time.Millisecond))
 	waitFor(t, 15*time.Minute, "a third machine of the management cluster, running", func() bool {
 		return runningMachines(t, kc, "cluster-init", "management") == 3
 	})
-	t.Logf("push -> management cluster with 2 workers: %s", time.Since(pushed).Round(time.Second))
+	t.Logf("push -> management cluster with 2 workers (Receiver): %s", time.Since(pushed).Round(time.Second))
 
 	// 2. A workload cluster, by a commit.
 	wl1 := readFile(t, filepath.Join(repo, "environment-values/workload-clusters/example/cluster.yaml"))
@@ -176,7 +194,7 @@ func TestGitOps(t *testing.T) {
 	waitFor(t, 20*time.Minute, "workload cluster wl1 Available", func() bool {
 		return kubectlQuiet(kc, "-n", "workload-clusters", "get", "cluster", "wl1", "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`) == "True"
 	})
-	t.Logf("push -> workload cluster wl1 Available: %s", time.Since(pushed).Round(time.Second))
+	t.Logf("push -> workload cluster wl1 Available (Receiver): %s", time.Since(pushed).Round(time.Second))
 	wlkc := filepath.Join(t.TempDir(), "wl1.kubeconfig")
 	if err := os.WriteFile(wlkc, []byte(kubectl(t, kc, "-n", "workload-clusters", "get", "secret", "wl1-kubeconfig", "-o", "jsonpath={.data.value}")), 0o600); err != nil {
 		t.Fatal(err)
@@ -185,7 +203,7 @@ func TestGitOps(t *testing.T) {
 	waitFor(t, 10*time.Minute, "the CNI and metrics-server of wl1 Ready", func() bool {
 		return kubectlQuiet(kc, "-n", "workload-clusters", "get", "kustomization", "wl1-cni", "wl1-metrics-server", "-o", `jsonpath={.items[*].status.conditions[?(@.type=="Ready")].status}`) == "True True"
 	})
-	t.Logf("push -> CNI and metrics-server Ready in wl1: %s", time.Since(pushed).Round(time.Second))
+	t.Logf("push -> CNI and metrics-server Ready in wl1 (Receiver): %s", time.Since(pushed).Round(time.Second))
 	if got := kubectl(t, wlkc, "-n", "kube-system", "get", "deployment", "metrics-server", "-o", "jsonpath={.status.availableReplicas}"); got != "1" {
 		t.Errorf("metrics-server in wl1: %q available", got)
 	}
@@ -196,14 +214,23 @@ func TestGitOps(t *testing.T) {
 		}
 	}
 
-	// 3. Scaled by a commit: a worker more, the control plane untouched.
+	// 3. Scaled by a commit: a worker more, the control plane untouched. The Receiver cannot be
+	// reached this time (the webhook calls a port nothing serves): the source's poll finds it.
 	cp := kubectl(t, kc, "-n", "workload-clusters", "get", "machines", "-l", "cluster.x-k8s.io/control-plane", "-o", "jsonpath={.items[*].spec.providerID}")
+	connectReceiver(t, r, receiverURL(t, kc, "30293"))
 	r.write(t, "clusters/management/workload-clusters/wl1/cluster.yaml", strings.Replace(wl1, "      workers:\n        replicas: 1\n", "      workers:\n        replicas: 2\n", 1))
+	asked = requestedAt(kc)
 	pushed = r.commit(t, "wl1: two workers")
+	fetched = waitForSource(t, kc, r.git(t, "rev-parse", "HEAD"), 5*time.Minute)
+	if requestedAt(kc) != asked {
+		t.Error("the source was asked for the push although the Receiver could not be reached")
+	}
+	t.Logf("push -> the management cluster's source at the commit, by polling (Receiver unreachable): %s", fetched.Round(100*time.Millisecond))
 	waitFor(t, 15*time.Minute, "wl1 with 3 running machines", func() bool {
 		return runningMachines(t, kc, "workload-clusters", "wl1") == 3
 	})
-	t.Logf("push -> wl1 with 2 workers: %s", time.Since(pushed).Round(time.Second))
+	t.Logf("push -> wl1 with 2 workers (by polling, Receiver unreachable): %s", time.Since(pushed).Round(time.Second))
+	connectReceiver(t, r, receiverURL(t, kc, receiverNodePort))
 	if now := kubectl(t, kc, "-n", "workload-clusters", "get", "machines", "-l", "cluster.x-k8s.io/control-plane", "-o", "jsonpath={.items[*].spec.providerID}"); now != cp {
 		t.Errorf("the control plane of wl1 was replaced: %s -> %s", cp, now)
 	}
@@ -243,7 +270,7 @@ func TestGitOps(t *testing.T) {
 		return docker(t, "ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster=wl1") == "" &&
 			kubectlQuiet(kc, "-n", "workload-clusters", "get", "clusters", "-o", "name") == ""
 	})
-	t.Logf("push -> wl1 deleted: %s", time.Since(pushed).Round(time.Second))
+	t.Logf("push -> wl1 deleted (Receiver): %s", time.Since(pushed).Round(time.Second))
 	if after := machineIDs(t, kc, "cluster-init"); !includes(after, machinesBefore) || runningMachines(t, kc, "cluster-init", "management") != 3 {
 		t.Errorf("the management cluster's machines changed: %v -> %v", machinesBefore, after)
 	}

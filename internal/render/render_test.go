@@ -451,7 +451,9 @@ func TestAnAdoptedClusterDefinesNoClusterOfItsOwn(t *testing.T) {
 // Flux as bootstrap installs it: in the kind cluster, waiting units are re-checked every second;
 // in a cluster that stays, every 5s. Both tolerate the control plane's taint (a new management
 // cluster's Flux starts before its workers join), look at readiness every 2s, and let a change
-// interrupt a health check.
+// interrupt a health check. A cluster that stays runs the notification-controller (a push's
+// Receiver, alerts) and its controllers send it their events; the kind cluster runs none and
+// sends none.
 func TestFluxAsBootstrapInstallsIt(t *testing.T) {
 	root := testenv.Checkout(t)
 	r, err := render.New(root, "v1.37.0", "")
@@ -460,21 +462,26 @@ func TestFluxAsBootstrapInstallsIt(t *testing.T) {
 	}
 	defer r.Close()
 	for _, c := range []struct {
-		name    string
-		build   func(context.Context) ([]*unstructured.Unstructured, error)
-		requeue string
-	}{{"bootstrap", r.BootstrapFlux, "1s"}, {"staying", r.Flux, "5s"}} {
+		name        string
+		build       func(context.Context) ([]*unstructured.Unstructured, error)
+		requeue     string
+		controllers []string
+		events      bool
+	}{
+		{"bootstrap", r.BootstrapFlux, "1s", []string{"helm-controller", "kustomize-controller", "source-controller"}, false},
+		{"staying", r.Flux, "5s", []string{"helm-controller", "kustomize-controller", "notification-controller", "source-controller"}, true},
+	} {
 		t.Run(c.name, func(t *testing.T) {
 			objs, err := c.build(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
-			deployments := 0
+			var deployments []string
 			for _, o := range objs {
 				if o.GetKind() != "Deployment" {
 					continue
 				}
-				deployments++
+				deployments = append(deployments, o.GetName())
 				containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
 				c0 := containers[0].(map[string]any)
 				args, _, _ := unstructured.NestedStringSlice(c0, "args")
@@ -482,6 +489,9 @@ func TestFluxAsBootstrapInstallsIt(t *testing.T) {
 				for _, a := range args {
 					if v, ok := strings.CutPrefix(a, "--requeue-dependency="); ok {
 						requeue = v // the last one wins, as with the controller's flags
+					}
+					if v, ok := strings.CutPrefix(a, "--events-addr="); ok && (v != "") != c.events {
+						t.Errorf("%s sends its events to %q", o.GetName(), v)
 					}
 				}
 				switch o.GetName() {
@@ -503,8 +513,8 @@ func TestFluxAsBootstrapInstallsIt(t *testing.T) {
 					t.Errorf("%s does not tolerate the control plane's taint", o.GetName())
 				}
 			}
-			if deployments != 3 {
-				t.Errorf("%d Flux controllers, want 3", deployments)
+			if slices.Sort(deployments); !slices.Equal(deployments, c.controllers) {
+				t.Errorf("Flux controllers %v, want %v", deployments, c.controllers)
 			}
 		})
 	}

@@ -27,6 +27,7 @@ func Check(layers []Layer, merged map[string]any, s Settings, fallback Origin) P
 	c.context()
 	c.sourceURL()
 	c.urls()
+	c.notifications()
 	// A workload cluster's credentials are the management cluster's, given to its release in
 	// the cluster: offline, only an environment's own secrets can be checked.
 	if s.Cluster.Providers.Infrastructure == "capo" && s.Context != "workload" {
@@ -211,6 +212,18 @@ func (c *checker) sourceURL() {
 		if _, hasPassword := u.User.Password(); hasPassword {
 			c.add("source.url", "carries a password: expected the URL without it, and the credentials in credentials.git of the secrets file")
 		}
+	}
+}
+
+// notifications: the receiver exists only with its token; a node port for it without one would
+// serve nothing, silently.
+func (c *checker) notifications() {
+	port, set := lookup(c.merged, ParseKey("notifications.receiver.node_port"))
+	if !set || fmt.Sprint(port) == "0" {
+		return
+	}
+	if token, ok := c.str("credentials.notifications.receiver_token"); !ok || token == "" {
+		c.add("notifications.receiver.node_port", "set, but the receiver has no token: expected credentials.notifications.receiver_token in the environment's secrets (the receiver exists only with it)")
 	}
 }
 

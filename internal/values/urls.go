@@ -53,6 +53,11 @@ func (c *checker) urls() {
 			}
 		}
 	}
+	for _, key := range []string{"notifications.alerts.address", "credentials.notifications.alerts_address"} {
+		if v, ok := c.str(key); ok && v != "" {
+			c.url(ParseKey(key), v, httpSchemes)
+		}
+	}
 	if tenants, ok := lookup(c.merged, []string{"workload_clusters", "tenants"}); ok {
 		m, _ := tenants.(map[string]any)
 		for _, ns := range slices.Sorted(maps.Keys(m)) {

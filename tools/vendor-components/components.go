@@ -397,13 +397,17 @@ func buildCertManager(ctx context.Context, g *generator) ([]*unstructured.Unstru
 }
 
 // fluxControllers are the Flux controllers cluster-init runs, with the pin of each one's version.
-var fluxControllers = []struct{ name, pin string }{
-	{"source-controller", "FLUX_SOURCE_CONTROLLER_VERSION"},
-	{"kustomize-controller", "FLUX_KUSTOMIZE_CONTROLLER_VERSION"},
-	{"helm-controller", "FLUX_HELM_CONTROLLER_VERSION"},
+// standsIn, when set, names the pin of the version the Flux release ships, for a controller built
+// at another one (the release's own is not served here): the release's manifest asks for that
+// version, and gets the pinned build instead.
+var fluxControllers = []struct{ name, pin, standsIn string }{
+	{"source-controller", "FLUX_SOURCE_CONTROLLER_VERSION", ""},
+	{"kustomize-controller", "FLUX_KUSTOMIZE_CONTROLLER_VERSION", ""},
+	{"helm-controller", "FLUX_HELM_CONTROLLER_VERSION", ""},
+	{"notification-controller", "FLUX_NOTIFICATION_CONTROLLER_VERSION", "FLUX_NOTIFICATION_CONTROLLER_STANDS_IN_FOR"},
 }
 
-// buildFlux reproduces `flux install --components=source-controller,kustomize-controller,helm-controller`
+// buildFlux reproduces `flux install --components=source-controller,kustomize-controller,helm-controller,notification-controller`
 // of the pinned Flux release: the release's manifests bundle (manifests/scripts/bundle.sh, with each
 // controller's config/crd and config/manager built from its module instead of downloaded) fed to
 // Flux's own install generator.
@@ -442,10 +446,16 @@ func buildFlux(ctx context.Context, g *generator) ([]*unstructured.Unstructured,
 		if err != nil {
 			return nil, nil, err
 		}
+		released := m.Version
+		if c.standsIn != "" {
+			if released, err = g.pins.Get(c.standsIn); err != nil {
+				return nil, nil, err
+			}
+		}
 		// The base downloads <controller>.{crds,deployment}.yaml of the release; build them locally.
 		for _, part := range []string{"crds", "deployment"} {
 			file := c.name + "." + part + ".yaml"
-			url := fmt.Sprintf("%s/releases/download/%s/%s", c.name, m.Version, file)
+			url := fmt.Sprintf("%s/releases/download/%s/%s", c.name, released, file)
 			if !bytes.Contains(kdata, []byte(url)) {
 				return nil, nil, fmt.Errorf("%s: flux %s expects another %s than the pinned %s (no resource ending in %s)", kfile, flux.Version, c.name, m.Version, url)
 			}

@@ -7,6 +7,11 @@
 //
 // Repositories are bare repositories under root (root/NAME.git), served at /NAME.git; -init NAME
 // creates one if it is missing.
+//
+// Webhooks: every push is announced to the webhooks of root/.hooks/hooks.json, as a GitLab
+// project's push webhook announces it (hooks.go): git runs the server's post-receive hook, which
+// POSTs one push event per updated ref. The list is read and replaced at /-/hooks (GET, PUT) with
+// the same credentials.
 package main
 
 import (
@@ -25,6 +30,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == deliverCommand {
+		// Run by git as the post-receive hook of a push.
+		if err := deliver(os.Args[2:], os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stdout, "webhooks: %v\n", err)
+		}
+		return
+	}
 	root := flag.String("root", "/srv/git", "directory of the bare repositories")
 	listen := flag.String("listen", ":3000", "address to listen on")
 	user := flag.String("user", "cluster-init", "the user name clients authenticate with")
@@ -47,16 +59,32 @@ func main() {
 			log.Fatal(err)
 		}
 	}
+	hooks, err := newHooks(*root)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	authenticated := func(w http.ResponseWriter, r *http.Request) (string, bool) {
 		name, pass, ok := r.BasicAuth()
 		if !ok || subtle.ConstantTimeCompare([]byte(name), []byte(*user)) != 1 ||
 			subtle.ConstantTimeCompare([]byte(pass), []byte(secret)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
 			http.Error(w, "authentication required", http.StatusUnauthorized)
 			log.Printf("%s %s: 401", r.Method, r.URL.Path)
+			return "", false
+		}
+		return name, true
+	}
+	mux.HandleFunc("/-/hooks", func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := authenticated(w, r); ok {
+			hooks.ServeHTTP(w, r)
+		}
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		name, ok := authenticated(w, r)
+		if !ok {
 			return
 		}
 		// git-http-backend serves pushes to authenticated users (REMOTE_USER set).
@@ -70,9 +98,8 @@ func main() {
 			defer body.Close()
 			r.Body, r.ContentLength, r.TransferEncoding = body, size, nil
 		}
-		h := &cgi.Handler{Path: *backend, Root: "/", Stderr: os.Stderr, Env: []string{
-			"GIT_PROJECT_ROOT=" + *root, "GIT_HTTP_EXPORT_ALL=1", "REMOTE_USER=" + name,
-		}}
+		env := append([]string{"GIT_PROJECT_ROOT=" + *root, "GIT_HTTP_EXPORT_ALL=1", "REMOTE_USER=" + name}, hooks.GitEnv()...)
+		h := &cgi.Handler{Path: *backend, Root: "/", Stderr: os.Stderr, Env: env}
 		h.ServeHTTP(w, r)
 		log.Printf("%s %s?%s", r.Method, r.URL.Path, r.URL.RawQuery)
 	})

@@ -110,13 +110,15 @@ build_pause() {
 # source-controller also needs an older fluxcd/pkg/artifact module (FLUX_ARTIFACT_VERSION,
 # tools/versions.env), because the version its go.mod asks for is not served here.
 build_flux() {
-  require_vars FLUX_SOURCE_CONTROLLER_VERSION FLUX_KUSTOMIZE_CONTROLLER_VERSION FLUX_HELM_CONTROLLER_VERSION FLUX_ARTIFACT_VERSION
+  require_vars FLUX_SOURCE_CONTROLLER_VERSION FLUX_KUSTOMIZE_CONTROLLER_VERSION FLUX_HELM_CONTROLLER_VERSION \
+    FLUX_NOTIFICATION_CONTROLLER_VERSION FLUX_ARTIFACT_VERSION
   local c v wrap key m extra
-  for c in source-controller kustomize-controller helm-controller; do
+  for c in source-controller kustomize-controller helm-controller notification-controller; do
     case $c in
       source-controller) v=$FLUX_SOURCE_CONTROLLER_VERSION ;;
       kustomize-controller) v=$FLUX_KUSTOMIZE_CONTROLLER_VERSION ;;
       helm-controller) v=$FLUX_HELM_CONTROLLER_VERSION ;;
+      notification-controller) v=$FLUX_NOTIFICATION_CONTROLLER_VERSION ;;
     esac
     m=github.com/fluxcd/$c
     extra=""
@@ -132,6 +134,7 @@ build_flux() {
       source-controller) FLUX_SOURCE_BIN=$CACHE/bin/$key ;;
       kustomize-controller) FLUX_KUSTOMIZE_BIN=$CACHE/bin/$key ;;
       helm-controller) FLUX_HELM_BIN=$CACHE/bin/$key ;;
+      notification-controller) FLUX_NOTIFICATION_BIN=$CACHE/bin/$key ;;
     esac
     # Upstream: CGO_ENABLED=0 go build -trimpath -a (no version stamps).
     CGO_ENABLED=0 go_bin "$wrap" "$key" "$c" "$m" -ldflags "-s -w"

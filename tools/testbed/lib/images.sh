@@ -164,6 +164,8 @@ images_flux() {
     '["source-controller"]' "$FLUX_SOURCE_BIN/source-controller:/usr/local/bin/source-controller"
   binary_image "ghcr.io/fluxcd/helm-controller:$FLUX_HELM_CONTROLLER_VERSION" "$STATIC_BASE" 65534:65534 \
     '["helm-controller"]' "$FLUX_HELM_BIN/helm-controller:/usr/local/bin/helm-controller"
+  binary_image "ghcr.io/fluxcd/notification-controller:$FLUX_NOTIFICATION_CONTROLLER_VERSION" "$STATIC_BASE" 65534:65534 \
+    '["notification-controller"]' "$FLUX_NOTIFICATION_BIN/notification-controller:/usr/local/bin/notification-controller"
   local ref=ghcr.io/fluxcd/kustomize-controller:$FLUX_KUSTOMIZE_CONTROLLER_VERSION ctx
   ctx=$(context_dir kustomize-controller)
   put "$FLUX_KUSTOMIZE_BIN/kustomize-controller" "$ctx/kustomize-controller"

@@ -1,0 +1,117 @@
+package render_test
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"cluster-init.dev/cluster-init/internal/managementstate"
+	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/testenv"
+	"cluster-init.dev/cluster-init/internal/values"
+)
+
+// The management cluster's Receiver: there once the environment's secrets hold its token, for
+// the platform's repository (its source and the tenants' views of it), on a node port when asked;
+// the token only in a Secret. Alerts go to the values' webhook, from the platform's and the
+// tenants' namespaces. Without a git source, or without a token, nothing of it.
+func TestAPushReachesTheManagementClusterThroughItsReceiver(t *testing.T) {
+	root := testenv.Checkout(t)
+	const token = "receiver-token-6b1f0c2e"
+	dir := copyEnv(t, root, "kubeadm-capd", map[string]func(string) string{
+		"secrets.yaml": func(string) string {
+			return "credentials:\n  notifications:\n    receiver_token: " + token + "\n"
+		},
+		"values.yaml": func(old string) string {
+			return old + "notifications:\n  receiver:\n    node_port: 30292\n  alerts:\n    address: https://alerts.example.invalid/hook\n" +
+				"workload_clusters:\n  tenants:\n    workload-clusters:\n      name_prefix: wl-\n    team-a:\n      name_prefix: a-\n      path: ./tenants/team-a\n"
+		},
+	})
+	env, err := loadEnv(t, root, "kubeadm-capd", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	git := map[string]any{"type": "git", "url": "http://git.test/cluster-init.git", "ref": map[string]any{"branch": "main"}}
+	state := []values.Layer{managementstate.State{SelfManaged: true}.Layer()}
+	res, err := render.Render(t.Context(), root, kubeVersion(t, root), render.Options{Env: env, Context: render.ContextManagement, Source: git, State: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]*unstructured.Unstructured{}
+	for _, o := range res.Objects {
+		found[o.Object.GetKind()+"/"+o.Object.GetNamespace()+"/"+o.Object.GetName()] = o.Object
+		if o.Object.GetKind() == "ConfigMap" {
+			if text, _ := yamlOf(o.Object); strings.Contains(text, token) {
+				t.Errorf("ConfigMap %s holds the Receiver's token", o.Object.GetName())
+			}
+		}
+	}
+	receiver := found["Receiver/cluster-init/cluster-init"]
+	if receiver == nil {
+		t.Fatalf("no Receiver: %v", slices.Sorted(maps.Keys(found)))
+	}
+	text, _ := yamlOf(receiver)
+	for _, want := range []string{"type: gitlab", "- Push Hook", "name: cluster-init-receiver-token", "kind: GitRepository\n    name: cluster-init\n",
+		"cluster-init.dev/repository: platform"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the Receiver lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, token) {
+		t.Error("the Receiver holds its token")
+	}
+	secret := found["Secret/cluster-init/cluster-init-receiver-token"]
+	if got, _, _ := unstructured.NestedString(secret.Object, "data", "token"); got == "" {
+		t.Error("no token in the Receiver's Secret")
+	}
+	service := found["Service/flux-system/webhook-receiver-node-port"]
+	if port, _, _ := unstructured.NestedSlice(service.Object, "spec", "ports"); len(port) != 1 || port[0].(map[string]any)["nodePort"] != int64(30292) {
+		t.Errorf("the receiver's node port: %v", port)
+	}
+	if found["NetworkPolicy/flux-system/allow-webhook-receiver-node-port"] == nil {
+		t.Error("no network policy admits the node port's callers")
+	}
+	alert, _ := yamlOf(found["Alert/cluster-init/cluster-init-alerts"])
+	for _, want := range []string{"eventSeverity: error", "namespace: team-a", "kind: HelmRelease"} {
+		if !strings.Contains(alert, want) {
+			t.Errorf("the Alert lacks %q:\n%s", want, alert)
+		}
+	}
+	if provider, _ := yamlOf(found["Provider/cluster-init/cluster-init-alerts"]); !strings.Contains(provider, "address: https://alerts.example.invalid/hook") {
+		t.Errorf("the alerts' provider:\n%s", provider)
+	}
+
+	// An OCI source is the bootstrap's to push: no Receiver.
+	res, err = render.Render(t.Context(), root, kubeVersion(t, root), render.Options{Env: env, Context: render.ContextManagement, State: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range res.Objects {
+		if o.Object.GetKind() == "Receiver" || o.Object.GetName() == "webhook-receiver-node-port" {
+			t.Errorf("an OCI source renders %s %s", o.Object.GetKind(), o.Object.GetName())
+		}
+	}
+	// Without its token, no Receiver (and validation says so of a node port: cmd/bootstrap).
+	plain := testenv.Environment(t, root, "kubeadm-capd")
+	res, err = render.Render(t.Context(), root, kubeVersion(t, root), render.Options{Env: plain, Context: render.ContextManagement, Source: git, State: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range res.Objects {
+		if o.Object.GetKind() == "Receiver" || o.Object.GetKind() == "Alert" {
+			t.Errorf("no token, no alerts address: renders %s %s", o.Object.GetKind(), o.Object.GetName())
+		}
+	}
+}
+
+func yamlOf(o *unstructured.Unstructured) (string, error) {
+	if o == nil {
+		return "", nil
+	}
+	data, err := yaml.Marshal(o.Object)
+	return string(data), err
+}
