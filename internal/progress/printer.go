@@ -118,6 +118,10 @@ func unitLines(s Snapshot, column func(Unit) string) []string {
 	if s.Graph == nil {
 		return []string{"  " + s.Release}
 	}
+	var release []string
+	if s.ReleaseFailing {
+		release = []string{"  " + s.Release}
+	}
 	byName := map[string]Unit{}
 	for _, u := range s.Units {
 		byName[u.Name] = u
@@ -144,7 +148,7 @@ func unitLines(s Snapshot, column func(Unit) string) []string {
 	}
 	_ = tw.Flush()
 	rows := strings.Split(strings.TrimSuffix(table.String(), "\n"), "\n")
-	var out []string
+	out := release
 	for i, l := range tree {
 		out = append(out, strings.TrimRight(rows[i], " "))
 		if u := byName[l.Unit.Name]; u.State != readiness.Ready {
@@ -306,11 +310,13 @@ func (p *plainPrinter) Waiting(what string, pending []string) {
 }
 
 func (p *plainPrinter) Units(s Snapshot) {
-	if s.Graph == nil {
+	if s.Graph == nil || s.ReleaseFailing {
 		if changed(p.last, "release", s.Release) {
 			p.line("  %s", s.Release)
 		}
-		return
+		if s.Graph == nil {
+			return
+		}
 	}
 	for _, u := range s.Units {
 		if !changed(p.last, u.Name, changeKey(u)) {
@@ -405,11 +411,13 @@ func (p *jsonPrinter) Waiting(what string, pending []string) {
 	}
 }
 func (p *jsonPrinter) Units(s Snapshot) {
-	if s.Graph == nil {
+	if s.Graph == nil || s.ReleaseFailing {
 		if changed(p.last, "release", s.Release) {
 			p.emit(event{Event: "release", Message: s.Release})
 		}
-		return
+		if s.Graph == nil {
+			return
+		}
 	}
 	for _, u := range s.Units {
 		if changed(p.last, u.Name, changeKey(u)) {

@@ -59,10 +59,12 @@ func (u Unit) Elapsed(now time.Time) time.Duration {
 type Snapshot struct {
 	At      time.Time `json:"at"`
 	Started time.Time `json:"started"`
-	// Release describes the cluster-init HelmRelease while the units do not exist yet.
-	Release string       `json:"release,omitempty"`
-	Graph   *units.Graph `json:"-"`
-	Units   []Unit       `json:"units"`
+	// Release describes the cluster-init HelmRelease while the units do not exist yet, and while
+	// it fails (ReleaseFailing): its units then run what it rendered before.
+	Release        string       `json:"release,omitempty"`
+	ReleaseFailing bool         `json:"release_failing,omitempty"`
+	Graph          *units.Graph `json:"-"`
+	Units          []Unit       `json:"units"`
 	// Revisions: the look read the units' revisions.
 	Revisions bool `json:"-"`
 }
@@ -131,8 +133,10 @@ func (s Snapshot) Counts() (ready, total int) {
 // Observed is what one look at a cluster found.
 type Observed struct {
 	readiness.Units
-	// Release is the state of the cluster-init HelmRelease, shown until the units appear.
-	Release string
+	// Release is the state of the cluster-init HelmRelease, shown until the units appear, and
+	// beside them while it fails (ReleaseFailing).
+	Release        string
+	ReleaseFailing bool
 	// Details are extra lines per unit (the Cluster API conditions and machines of the cluster unit).
 	Details map[string][]string
 	// Revisions are the units' revisions, when the look read them (status does; the live view
@@ -155,7 +159,7 @@ func NewTracker(start time.Time) *Tracker {
 
 // Update computes the snapshot of an observation made at now.
 func (t *Tracker) Update(obs Observed, now time.Time) Snapshot {
-	snap := Snapshot{At: now, Started: t.started, Release: obs.Release, Graph: obs.Graph, Revisions: obs.Revisions != nil}
+	snap := Snapshot{At: now, Started: t.started, Release: obs.Release, ReleaseFailing: obs.ReleaseFailing, Graph: obs.Graph, Revisions: obs.Revisions != nil}
 	if obs.Graph == nil {
 		return snap
 	}

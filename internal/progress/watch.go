@@ -3,6 +3,7 @@ package progress
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -45,7 +46,16 @@ func (s Source) Observe(ctx context.Context) (Observed, error) {
 
 	hr := &helmv2.HelmRelease{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: names.Namespace, Name: names.Release}, hr); err == nil {
-		obs.Release = describeFlux(hr, "release "+names.Release)
+		// One line: Helm's refusals (a schema's, say) come on several.
+		obs.Release = strings.Join(strings.Fields(describeFlux(hr, "release "+names.Release)), " ")
+		// A release that fails keeps its units as it rendered them last: what it refuses (values
+		// a commit brought, which its chart's version names) shows nowhere else.
+		if st := readiness.Of(hr); st.State == readiness.Failed || st.Failing {
+			obs.ReleaseFailing = true
+			if rev := hr.Status.LastAttemptedRevision; rev != "" {
+				obs.Release += " (chart " + rev + ")"
+			}
+		}
 	} else if !apierrors.IsNotFound(err) && !apimeta.IsNoMatchError(err) {
 		return obs, fmt.Errorf("read HelmRelease %s: %w", names.Release, err)
 	} else {

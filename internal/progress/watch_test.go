@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -211,4 +212,47 @@ func bootstrapRelease(t *testing.T) (*render.Result, *kube.Cluster) {
 		t.Fatal(err)
 	}
 	return res, c
+}
+
+// A release that refuses its values (a commit's, which its chart's version names) keeps its units
+// as it rendered them: status says so above them, in one line, with Helm's reason, until it heals.
+func TestStatusNamesTheReleaseThatRefusesACommit(t *testing.T) {
+	_, c := bootstrapRelease(t)
+	ctx := t.Context()
+	hr := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "cluster-init", Name: "cluster-init"}}
+	hr.Spec.Interval = metav1.Duration{Duration: time.Minute}
+	hr.Spec.Chart = &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{Chart: "./charts/cluster-init",
+		SourceRef: helmv2.CrossNamespaceObjectReference{Kind: "GitRepository", Name: "cluster-init"}}}
+	if err := c.Client.Create(ctx, hr); err != nil {
+		t.Fatal(err)
+	}
+	setStatus := func(ready metav1.ConditionStatus, reason, message string) {
+		t.Helper()
+		hr.Status.ObservedGeneration = hr.Generation
+		hr.Status.LastAttemptedRevision = "0.1.0+4f2a9c1e7b3d"
+		hr.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: ready, Reason: reason, Message: message, ObservedGeneration: hr.Generation, LastTransitionTime: metav1.Now()}}
+		if err := c.Client.Status().Update(ctx, hr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	look := func() string {
+		t.Helper()
+		obs, err := progress.Source{Cluster: c, Revisions: true}.Observe(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		progress.WriteStatus(&b, "test", progress.NewTracker(time.Now()).Update(obs, time.Now()))
+		return b.String()
+	}
+	setStatus(metav1.ConditionFalse, "UpgradeFailed", "Helm upgrade failed: values don't meet the specifications of the schema(s) in the following chart(s):\ncluster-init:\n- cluster.workers.replicas: Must be greater than or equal to 0")
+	out := look()
+	want := "  release cluster-init: UpgradeFailed: Helm upgrade failed: values don't meet the specifications of the schema(s) in the following chart(s): cluster-init: - cluster.workers.replicas: Must be greater than or equal to 0 (chart 0.1.0+4f2a9c1e7b3d)\n"
+	if lines := strings.SplitN(out, "\n", 3); len(lines) < 2 || lines[1]+"\n" != want {
+		t.Errorf("the refusal is not the line above the units:\n%s", out)
+	}
+	setStatus(metav1.ConditionTrue, "UpgradeSucceeded", "Helm upgrade succeeded")
+	if out := look(); strings.Contains(out, "release cluster-init") {
+		t.Errorf("a healed release is still shown:\n%s", out)
+	}
 }
