@@ -261,7 +261,32 @@ func TestGitOps(t *testing.T) {
 		}
 	}
 
-	// 5. Removed by a commit: its machines go, nothing of the management cluster changes.
+	// 5. A broken management commit: a negative worker count. The release refuses it (its
+	// schema) and keeps its units as they were; status names the release, Helm's reason and the
+	// commit (the chart's version carries it).
+	valuesFile := "environment-values/" + env + "/values.yaml"
+	good := readFile(t, filepath.Join(r.dir, valuesFile))
+	bad := strings.Replace(good, "  workers:\n    replicas: 2\n", "  workers:\n    replicas: -1\n", 1)
+	if bad == good {
+		t.Fatal("no worker count to break in the values")
+	}
+	r.write(t, valuesFile, bad)
+	pushed = r.commit(t, "management: a negative worker count")
+	broken := r.git(t, "rev-parse", "HEAD")[:12]
+	waitFor(t, 5*time.Minute, "the release to refuse the broken commit", func() bool {
+		return kubectlQuiet(kc, "-n", "cluster-init", "get", "helmrelease", "cluster-init", "-o",
+			`jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.lastAttemptedRevision}`) == "False 0.1.0+"+broken
+	})
+	t.Logf("push -> the broken commit refused by the release: %s", time.Since(pushed).Round(time.Second))
+	status = bootstrapOK(t, "status", env, "--repo", r.dir, "--age-key-file", r.key)
+	for _, want := range []string{"release cluster-init: ", "cluster.workers.replicas", broken} {
+		if !strings.Contains(status, want) {
+			t.Errorf("status lacks %q while the commit is refused:\n%s", want, status)
+		}
+	}
+
+	// 6. Removed by a commit of the tenant, while the platform's commit is refused: its machines
+	// go, nothing of the management cluster changes.
 	if err := os.RemoveAll(filepath.Join(r.dir, "clusters/management/workload-clusters/wl1")); err != nil {
 		t.Fatal(err)
 	}
@@ -273,6 +298,22 @@ func TestGitOps(t *testing.T) {
 	t.Logf("push -> wl1 deleted (Receiver): %s", time.Since(pushed).Round(time.Second))
 	if after := machineIDs(t, kc, "cluster-init"); !includes(after, machinesBefore) || runningMachines(t, kc, "cluster-init", "management") != 3 {
 		t.Errorf("the management cluster's machines changed: %v -> %v", machinesBefore, after)
+	}
+
+	// 7. The revert heals: the release is ready at it, and status shows it no more.
+	r.write(t, valuesFile, good)
+	pushed = r.commit(t, "management: revert the negative worker count")
+	reverted := r.git(t, "rev-parse", "HEAD")[:12]
+	waitFor(t, 5*time.Minute, "the release ready at the revert", func() bool {
+		return kubectlQuiet(kc, "-n", "cluster-init", "get", "helmrelease", "cluster-init", "-o",
+			`jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.lastAttemptedRevision}`) == "True 0.1.0+"+reverted
+	})
+	t.Logf("push -> the revert applied by the release: %s", time.Since(pushed).Round(time.Second))
+	if status := bootstrapOK(t, "status", env, "--repo", r.dir, "--age-key-file", r.key); strings.Contains(status, "release cluster-init: ") {
+		t.Errorf("status still shows the release after the revert:\n%s", status)
+	}
+	if runningMachines(t, kc, "cluster-init", "management") != 3 {
+		t.Error("the revert changed the management cluster's machines")
 	}
 }
 
