@@ -1,0 +1,168 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// scaleClusters is how many workload clusters one commit adds: what CAPD runs on the test bed's
+// machine (one control-plane machine each).
+const scaleClusters = 10
+
+// Ten workload clusters from one commit: all Available with their CNI Ready, then all deleted by
+// one commit. The management cluster keeps up (no unit or tenant Kustomization left failing),
+// and `bootstrap status` stays fast; the wall times, the management cluster's peak memory and
+// status's time are reported.
+func TestTenWorkloadClustersFromOneCommit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Minute)
+	defer cancel()
+	r, _ := bootstrapFromGit(t, ctx, func(r *repository) {
+		values := readFile(t, filepath.Join(r.dir, "environment-values", env, "values.yaml"))
+		r.write(t, "environment-values/"+env+"/values.yaml", values+fmt.Sprintf(
+			"workload_clusters:\n  default_limits:\n    clusters: %d\n    workers_replicas: 0\n    machines: %d\n", scaleClusters, 2*scaleClusters))
+	})
+	kc := managementKubeconfig()
+	peak := sampleMemory(t, "management")
+
+	names := make([]string, scaleClusters)
+	for i := range names {
+		names[i] = "s" + strconv.Itoa(i+1)
+		r.write(t, filepath.Join("clusters/management/workload-clusters", names[i], "cluster.yaml"),
+			strings.Replace(workloadCluster(names[i], "", ""), "      workers:\n        replicas: 1\n", "      workers:\n        replicas: 0\n", 1))
+	}
+	pushed := r.commit(t, fmt.Sprintf("%d workload clusters", scaleClusters))
+	waitFor(t, 60*time.Minute, fmt.Sprintf("%d workload clusters Available", scaleClusters), func() bool {
+		return countTrue(kubectlQuiet(kc, "-n", "workload-clusters", "get", "clusters", "-o",
+			`jsonpath={range .items[*]}{.status.conditions[?(@.type=="Available")].status}{"\n"}{end}`)) == scaleClusters
+	})
+	available := time.Since(pushed).Round(time.Second)
+	cni := make([]string, 0, scaleClusters)
+	for _, n := range names {
+		cni = append(cni, n+"-cni")
+	}
+	waitFor(t, 20*time.Minute, "the CNI of every cluster Ready", func() bool {
+		return countTrue(kubectlQuiet(kc, append([]string{"-n", "workload-clusters", "get", "kustomization", "-o",
+			`jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`}, cni...)...)) == scaleClusters
+	})
+	ready := time.Since(pushed).Round(time.Second)
+	t.Logf("push -> %d workload clusters Available: %s; their CNI Ready: %s (Receiver)", scaleClusters, available, ready)
+
+	// The management cluster kept up: every unit and the tenant's Kustomization ready. (The
+	// clusters' own units that need a worker, metrics-server, wait: they have none.)
+	out := kubectlQuiet(kc, "-n", "cluster-init", "get", "kustomizations", "-o",
+		`jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+	out += "\n" + kubectlQuiet(kc, "-n", "workload-clusters", "get", "kustomization", "workload-clusters", "-o",
+		`jsonpath={.metadata.name}={.status.conditions[?(@.type=="Ready")].status}`)
+	for _, l := range strings.Split(out, "\n") {
+		if l != "" && !strings.HasSuffix(l, "=True") {
+			t.Errorf("Kustomization %s not ready with %d clusters", l, scaleClusters)
+		}
+	}
+	start := time.Now()
+	status := bootstrapOK(t, "status", env, "--repo", r.dir, "--age-key-file", r.key)
+	took := time.Since(start)
+	for _, n := range names {
+		if !strings.Contains(status, n+": ") {
+			t.Errorf("status lacks cluster %s:\n%s", n, status)
+		}
+	}
+	t.Logf("bootstrap status with %d workload clusters: %s (whole command, its own start included)", scaleClusters, took.Round(10*time.Millisecond))
+
+	for _, n := range names {
+		if err := os.RemoveAll(filepath.Join(r.dir, "clusters/management/workload-clusters", n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pushed = r.commit(t, fmt.Sprintf("remove the %d workload clusters", scaleClusters))
+	waitFor(t, 30*time.Minute, "every workload cluster and its containers gone", func() bool {
+		for _, n := range names {
+			if docker(t, "ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster="+n) != "" {
+				return false
+			}
+		}
+		return kubectlQuiet(kc, "-n", "workload-clusters", "get", "clusters", "-o", "name") == ""
+	})
+	t.Logf("push -> %d workload clusters deleted: %s (Receiver)", scaleClusters, time.Since(pushed).Round(time.Second))
+	t.Logf("the management cluster's containers, peak memory over the test: %s", peak())
+}
+
+// dockerQuiet is docker's output, or "" when it fails (a container gone meanwhile).
+func dockerQuiet(args ...string) string {
+	out, _ := exec.Command("docker", args...).Output()
+	return strings.TrimSpace(string(out))
+}
+
+func countTrue(lines string) int {
+	n := 0
+	for _, l := range strings.Split(lines, "\n") {
+		if strings.TrimSpace(l) == "True" {
+			n++
+		}
+	}
+	return n
+}
+
+// sampleMemory follows the memory of a kind/CAPD cluster's containers every 10 s until the test
+// ends; the function returned says the peak of their sum.
+func sampleMemory(t *testing.T, cluster string) func() string {
+	t.Helper()
+	var mu sync.Mutex
+	var peak float64
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			ids := strings.Fields(dockerQuiet("ps", "-q", "--filter", "label=io.x-k8s.kind.cluster="+cluster))
+			if len(ids) > 0 {
+				out := dockerQuiet(append([]string{"stats", "--no-stream", "--format", "{{.MemUsage}}"}, ids...)...)
+				sum := 0.0
+				for _, l := range strings.Split(out, "\n") {
+					used, _, _ := strings.Cut(l, " / ")
+					sum += parseBytes(strings.TrimSpace(used))
+				}
+				mu.Lock()
+				peak = max(peak, sum)
+				mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(10 * time.Second):
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return fmt.Sprintf("%.2f GiB", peak/(1<<30))
+	}
+}
+
+// parseBytes reads docker stats' sizes: 512.3MiB, 1.2GiB, 800KiB, 12B.
+func parseBytes(s string) float64 {
+	for _, u := range []struct {
+		suffix string
+		factor float64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"kB", 1e3}, {"B", 1}} {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0
+			}
+			return f * u.factor
+		}
+	}
+	return 0
+}
