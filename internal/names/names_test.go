@@ -35,10 +35,17 @@ func TestTheComponentsNameTheSameObjects(t *testing.T) {
 		}
 	}
 	values := read("charts/cluster-init/values.yaml")
-	for _, n := range []string{names.SecretsSecret, names.AgeKeySecret} {
-		if !strings.Contains(values, "name: "+n+"\n") {
-			t.Errorf("the chart's units do not name %s", n)
-		}
+	if !strings.Contains(values, "name: "+names.AgeKeySecret+"\n") {
+		t.Errorf("the chart's units do not name %s", names.AgeKeySecret)
+	}
+	// The units' releases read the credentials the release checked, never the environment's Secret.
+	if strings.Contains(values, "name: "+names.SecretsSecret+"\n") ||
+		!strings.Contains(values, "name: '{{ .Release.Name }}-credentials'\n          valuesKey: "+names.CredentialsKey+"\n") ||
+		names.CredentialsSecretOf(names.Release) != names.CredentialsSecret {
+		t.Error("a unit's release reads other credentials than the release's checked ones")
+	}
+	if !strings.Contains(read("charts/cluster-init/templates/credentials.yaml"), `name: {{ printf "%s-credentials" $.Release.Name | quote }}`) {
+		t.Error("the checked credentials' Secret is named otherwise")
 	}
 	tenants := read("charts/workload-clusters/templates/tenants.yaml")
 	if !strings.Contains(tenants, names.TenantLabel+`: "true"`) || !strings.Contains(tenants, "name: "+names.TenantKustomization+"\n") {

@@ -1,6 +1,8 @@
 package render_test
 
 import (
+	"encoding/base64"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"cluster-init.dev/cluster-init/internal/managementstate"
+	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/testenv"
 	"cluster-init.dev/cluster-init/internal/values"
@@ -114,4 +117,56 @@ func yamlOf(o *unstructured.Unstructured) (string, error) {
 	}
 	data, err := yaml.Marshal(o.Object)
 	return string(data), err
+}
+
+// The units' releases read the credentials the release checked, from the Secret it renders with
+// them alone; the environment's Secret, which a commit changes before any check, only the release
+// itself reads.
+func TestUnitsReadOnlyTheCredentialsTheReleaseChecked(t *testing.T) {
+	root := testenv.Checkout(t)
+	env := testenv.Environment(t, root, "kubeadm-capo")
+	git := map[string]any{"type": "git", "url": "http://git.test/cluster-init.git", "ref": map[string]any{"branch": "main"}}
+	res, err := render.Render(t.Context(), root, kubeVersion(t, root), render.Options{Env: env, Context: render.ContextManagement, Source: git,
+		State: []values.Layer{managementstate.State{SelfManaged: true}.Layer()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var checked *unstructured.Unstructured
+	readers := map[string]string{}
+	for _, o := range res.Objects {
+		obj := o.Object
+		if obj.GetKind() == "Secret" && obj.GetName() == names.CredentialsSecret && o.Origin == render.UmbrellaChart {
+			checked = obj
+		}
+		from, _, _ := unstructured.NestedSlice(obj.Object, "spec", "valuesFrom")
+		for _, f := range from {
+			m := f.(map[string]any)
+			if m["kind"] == "Secret" {
+				readers[obj.GetName()] += fmt.Sprint(m["name"], "/", m["valuesKey"], " ")
+			}
+		}
+	}
+	if checked == nil {
+		t.Fatal("no Secret of the checked credentials")
+	}
+	if checked.GetLabels()[names.WatchLabel] != "Enabled" {
+		t.Error("a change of the checked credentials does not upgrade the releases that read them")
+	}
+	encoded, _, _ := unstructured.NestedString(checked.Object, "data", names.CredentialsKey)
+	data, err := base64.StdEncoding.DecodeString(encoded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err = yaml.Unmarshal(data, &doc); err != nil || len(doc) != 1 || doc["credentials"] == nil {
+		t.Errorf("the checked credentials hold %v (%v), want credentials alone", slices.Sorted(maps.Keys(doc)), err)
+	}
+	want := map[string]string{
+		names.Release:       names.SecretsSecret + "/" + names.SecretsKey + " ",
+		"cluster":           names.CredentialsSecret + "/" + names.CredentialsKey + " ",
+		"workload-clusters": names.CredentialsSecret + "/" + names.CredentialsKey + " ",
+	}
+	if !maps.Equal(readers, want) {
+		t.Errorf("Secrets read as values: %v, want %v", readers, want)
+	}
 }

@@ -405,6 +405,12 @@ func (r *Renderer) Render(ctx context.Context, opts Options) (*Result, error) {
 	for _, o := range envObjects(opts.Env) {
 		stored = append(stored, toTyped(o))
 	}
+	// So do the release's own (the credentials it checked, which its units' releases read).
+	for _, o := range res.Objects {
+		if o.Origin == UmbrellaChart && (o.Object.GetKind() == "Secret" || o.Object.GetKind() == "ConfigMap") {
+			stored = append(stored, toTyped(o.Object.DeepCopy()))
+		}
+	}
 	valuesStore := fake.NewClientBuilder().WithScheme(corev1Scheme()).WithObjects(stored...).Build()
 	for i, u := range build {
 		ksPath, _, _ := unstructured.NestedString(kustomizations[u.Object].Object, "spec", "path")
