@@ -195,6 +195,9 @@ func TestGitOps(t *testing.T) {
 		return kubectlQuiet(kc, "-n", "workload-clusters", "get", "cluster", "wl1", "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`) == "True"
 	})
 	t.Logf("push -> workload cluster wl1 Available (Receiver): %s", time.Since(pushed).Round(time.Second))
+	logTimeline(t, kc, pushed, "workload-clusters", [][2]string{
+		{"helmrelease", "wl1"}, {"kustomization", "wl1-cluster"}, {"helmrelease", "wl1-cluster"}, {"cluster", "wl1"},
+	}, "wl1")
 	wlkc := filepath.Join(t.TempDir(), "wl1.kubeconfig")
 	if err := os.WriteFile(wlkc, []byte(kubectl(t, kc, "-n", "workload-clusters", "get", "secret", "wl1-kubeconfig", "-o", "jsonpath={.data.value}")), 0o600); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ package e2e
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,4 +84,30 @@ func waitForSource(t *testing.T, kc, commit string, timeout time.Duration) time.
 		time.Sleep(500 * time.Millisecond)
 	}
 	return time.Since(start)
+}
+
+// logTimeline says when each object of a push's chain was created and when each machine of
+// cluster became Ready, counted from the push: where the time to a workload cluster goes.
+func logTimeline(t *testing.T, kc string, pushed time.Time, ns string, objects [][2]string, cluster string) {
+	t.Helper()
+	at := func(stamp string) string {
+		ts, err := time.Parse(time.RFC3339, stamp)
+		if err != nil {
+			return "?"
+		}
+		return "+" + ts.Sub(pushed.Truncate(time.Second)).Round(time.Second).String()
+	}
+	var parts []string
+	for _, o := range objects {
+		parts = append(parts, o[0]+" "+o[1]+" created "+at(kubectlQuiet(kc, "-n", ns, "get", o[0], o[1], "-o", "jsonpath={.metadata.creationTimestamp}")))
+	}
+	lines := kubectlQuiet(kc, "-n", ns, "get", "machines", "-l", "cluster.x-k8s.io/cluster-name="+cluster, "-o",
+		`jsonpath={range .items[*]}{.metadata.name} {.metadata.creationTimestamp} {.status.conditions[?(@.type=="BootstrapConfigReady")].lastTransitionTime} {.status.conditions[?(@.type=="InfrastructureReady")].lastTransitionTime} {.status.conditions[?(@.type=="Ready")].lastTransitionTime}{"\n"}{end}`)
+	for _, l := range strings.Split(lines, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 5 {
+			parts = append(parts, fmt.Sprintf("machine %s created %s, bootstrap data %s, infrastructure ready %s, ready %s", f[0], at(f[1]), at(f[2]), at(f[3]), at(f[4])))
+		}
+	}
+	t.Logf("timeline from the push: %s", strings.Join(parts, "; "))
 }
