@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -173,6 +174,17 @@ func TestGitOps(t *testing.T) {
 	// 1. The management cluster's workers, 1 -> 2, by a commit.
 	values := readFile(t, filepath.Join(r.dir, "environment-values", env, "values.yaml"))
 	r.write(t, "environment-values/"+env+"/values.yaml", strings.Replace(values, "  workers:\n    replicas: 1\n", "  workers:\n    replicas: 2\n", 1))
+	// What the commit will change in the running cluster, as a merge request's pipeline shows it
+	// (bootstrap diff: dry runs through the cluster's own admission, Cluster API's webhooks included).
+	started := time.Now()
+	d := bootstrapOK(t, "diff", env, "--repo", r.dir, "--age-key-file", r.key)
+	if !regexp.MustCompile(`(?m)^  ~ MachineDeployment cluster-init/management-workers \(changed\)\n(      .*\n)*?      spec\.replicas: 1 -> 2$`).MatchString(d) {
+		t.Errorf("bootstrap diff does not show the workers' change:\n%s", d)
+	}
+	if strings.Contains(d, gitToken(r)) || strings.Contains(d, r.receiverToken) {
+		t.Error("bootstrap diff printed a token")
+	}
+	t.Logf("bootstrap diff of the commit against the management cluster: %s, %s", time.Since(started).Round(100*time.Millisecond), strings.SplitN(d, "\n", 2)[0])
 	asked := requestedAt(kc)
 	pushed := r.commit(t, "management: two workers")
 	// The git server announced the push: the Receiver asked the source for it, which fetched it
