@@ -21,7 +21,7 @@ const (
 	SourceConfigMap    = "cluster-init-source"
 	// CredentialsSecret holds the credentials the release checked, which its units' charts read
 	// (key CredentialsKey): never the environment's Secret, which a commit changes unchecked.
-	// A workload cluster's release names it after itself (CredentialsSecretOf).
+	// Another release names it after itself (<release>-credentials).
 	CredentialsSecret = Release + "-credentials"
 	CredentialsKey    = "values.yaml"
 	// StateConfigMap holds the state of a management cluster (self_managed), written by the pivot.
@@ -76,9 +76,6 @@ const (
 	UnitAnnotation   = "cluster-init.dev/unit"
 	OriginAnnotation = "cluster-init.dev/rendered-from"
 )
-
-// CredentialsSecretOf is the Secret of a release's checked credentials.
-func CredentialsSecretOf(release string) string { return release + "-credentials" }
 
 // UnitsConfigMapOf is the ConfigMap of a release's unit graph.
 func UnitsConfigMapOf(release string) string { return release + "-units" }

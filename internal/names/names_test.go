@@ -41,7 +41,7 @@ func TestTheComponentsNameTheSameObjects(t *testing.T) {
 	// The units' releases read the credentials the release checked, never the environment's Secret.
 	if strings.Contains(values, "name: "+names.SecretsSecret+"\n") ||
 		!strings.Contains(values, "name: '{{ .Release.Name }}-credentials'\n          valuesKey: "+names.CredentialsKey+"\n") ||
-		names.CredentialsSecretOf(names.Release) != names.CredentialsSecret {
+		names.CredentialsSecret != names.Release+"-credentials" {
 		t.Error("a unit's release reads other credentials than the release's checked ones")
 	}
 	if !strings.Contains(read("charts/cluster-init/templates/credentials.yaml"), `name: {{ printf "%s-credentials" $.Release.Name | quote }}`) {

@@ -310,13 +310,11 @@ func (p *plainPrinter) Waiting(what string, pending []string) {
 }
 
 func (p *plainPrinter) Units(s Snapshot) {
-	if s.Graph == nil || s.ReleaseFailing {
-		if changed(p.last, "release", s.Release) {
-			p.line("  %s", s.Release)
-		}
-		if s.Graph == nil {
-			return
-		}
+	if releaseNews(p.last, s) {
+		p.line("  %s", s.Release)
+	}
+	if s.Graph == nil {
+		return
 	}
 	for _, u := range s.Units {
 		if !changed(p.last, u.Name, changeKey(u)) {
@@ -355,6 +353,22 @@ func (p *plainPrinter) Units(s Snapshot) {
 func (p *plainPrinter) Close() {}
 
 // changed records value under key and tells whether it differs from the last one.
+// releaseNews says whether a line-oriented printer shows the release's state: before the units
+// exist, while it fails, and once when it no longer does.
+func releaseNews(last map[string]string, s Snapshot) bool {
+	switch {
+	case s.Graph == nil:
+		return changed(last, "release", s.Release)
+	case s.ReleaseFailing:
+		last["release-failing"] = "yes"
+		return changed(last, "release", s.Release)
+	case last["release-failing"] == "yes":
+		delete(last, "release-failing")
+		return changed(last, "release", s.Release)
+	}
+	return false
+}
+
 func changed(last map[string]string, key, value string) bool {
 	if last[key] == value {
 		return false
@@ -411,13 +425,11 @@ func (p *jsonPrinter) Waiting(what string, pending []string) {
 	}
 }
 func (p *jsonPrinter) Units(s Snapshot) {
-	if s.Graph == nil || s.ReleaseFailing {
-		if changed(p.last, "release", s.Release) {
-			p.emit(event{Event: "release", Message: s.Release})
-		}
-		if s.Graph == nil {
-			return
-		}
+	if releaseNews(p.last, s) {
+		p.emit(event{Event: "release", Message: s.Release})
+	}
+	if s.Graph == nil {
+		return
 	}
 	for _, u := range s.Units {
 		if changed(p.last, u.Name, changeKey(u)) {

@@ -249,3 +249,27 @@ func TestStatusShowsHowLongEachUnitHasBeenInItsState(t *testing.T) {
 		t.Errorf("status shows the time since the look itself:\n%s", out.String())
 	}
 }
+
+// A line-oriented view says once that the release refuses a commit, and once that it healed.
+func TestPrintersSayWhenTheReleaseFailsAndHeals(t *testing.T) {
+	t0 := time.Now()
+	units := readiness.Units{Graph: graph(), Kustomizations: map[string]*kustomizev1.Kustomization{
+		"cert-manager": ks("cert-manager", 1, 1, "True", "ReconciliationSucceeded", "ok"),
+	}}
+	failing := NewTracker(t0).Update(Observed{Units: units, Release: "release cluster-init: UpgradeFailed: no", ReleaseFailing: true}, t0)
+	healed := NewTracker(t0).Update(Observed{Units: units, Release: "release cluster-init: ready"}, t0)
+	for _, f := range []Format{Plain, JSON} {
+		var out bytes.Buffer
+		p, err := New(&out, f, nil, t0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []Snapshot{healed, failing, failing, healed, healed} {
+			p.Units(s)
+		}
+		p.Close()
+		if strings.Count(out.String(), "UpgradeFailed") != 1 || strings.Count(out.String(), "release cluster-init: ready") != 1 {
+			t.Errorf("%v: the release's failure and its healing, once each:\n%s", f, out.String())
+		}
+	}
+}

@@ -3,6 +3,7 @@ package progress
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -16,6 +17,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/readiness"
 	"cluster-init.dev/cluster-init/internal/revisions"
 	"cluster-init.dev/cluster-init/internal/units"
+	"cluster-init.dev/cluster-init/internal/values"
 )
 
 // Source says where to look for a release's units.
@@ -46,8 +48,12 @@ func (s Source) Observe(ctx context.Context) (Observed, error) {
 
 	hr := &helmv2.HelmRelease{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: names.Namespace, Name: names.Release}, hr); err == nil {
-		// One line: Helm's refusals (a schema's, say) come on several.
+		// One line: Helm's refusals (a schema's, say) come on several, and name values by JSON
+		// pointer, where the values files name them by key.
 		obs.Release = strings.Join(strings.Fields(describeFlux(hr, "release "+names.Release)), " ")
+		obs.Release = schemaPointer.ReplaceAllStringFunc(obs.Release, func(m string) string {
+			return "at " + values.PointerKey(schemaPointer.FindStringSubmatch(m)[1])
+		})
 		// A release that fails keeps its units as it rendered them last: what it refuses (values
 		// a commit brought, which its chart's version names) shows nowhere else.
 		if st := readiness.Of(hr); st.State == readiness.Failed || st.Failing {
@@ -82,6 +88,9 @@ func (s Source) Observe(ctx context.Context) (Observed, error) {
 	}
 	return obs, nil
 }
+
+// schemaPointer is how Helm's schema validation names a value: "at '/cluster/workers/replicas'".
+var schemaPointer = regexp.MustCompile(`at '(/[^']*)'`)
 
 // describeFlux is a Flux object's status in a line: ready, or what Flux says of it.
 func describeFlux[T readiness.FluxObject](obj T, what string) string {

@@ -245,9 +245,10 @@ func TestStatusNamesTheReleaseThatRefusesACommit(t *testing.T) {
 		progress.WriteStatus(&b, "test", progress.NewTracker(time.Now()).Update(obs, time.Now()))
 		return b.String()
 	}
-	setStatus(metav1.ConditionFalse, "UpgradeFailed", "Helm upgrade failed: values don't meet the specifications of the schema(s) in the following chart(s):\ncluster-init:\n- cluster.workers.replicas: Must be greater than or equal to 0")
+	// helm-controller's message, as the e2e saw it (Helm v4 names the value by JSON pointer).
+	setStatus(metav1.ConditionFalse, "UpgradeFailed", "Helm upgrade failed for release cluster-init/cluster-init with chart cluster-init@0.1.0+4f2a9c1e7b3d: values don't meet the specifications of the schema(s) in the following chart(s):\ncluster-init:\n- at '/cluster/workers/replicas': minimum: got -1, want 0\n- at '/registry_mirrors/hosts_config/quay.io/0': expected object\n")
 	out := look()
-	want := "  release cluster-init: UpgradeFailed: Helm upgrade failed: values don't meet the specifications of the schema(s) in the following chart(s): cluster-init: - cluster.workers.replicas: Must be greater than or equal to 0 (chart 0.1.0+4f2a9c1e7b3d)\n"
+	want := "  release cluster-init: UpgradeFailed: Helm upgrade failed for release cluster-init/cluster-init with chart cluster-init@0.1.0+4f2a9c1e7b3d: values don't meet the specifications of the schema(s) in the following chart(s): cluster-init: - at cluster.workers.replicas: minimum: got -1, want 0 - at registry_mirrors.hosts_config[\"quay.io\"][0]: expected object (chart 0.1.0+4f2a9c1e7b3d)\n"
 	if lines := strings.SplitN(out, "\n", 3); len(lines) < 2 || lines[1]+"\n" != want {
 		t.Errorf("the refusal is not the line above the units:\n%s", out)
 	}

@@ -30,7 +30,7 @@ func TestAPushReachesTheManagementClusterThroughItsReceiver(t *testing.T) {
 			return "credentials:\n  notifications:\n    receiver_token: " + token + "\n"
 		},
 		"values.yaml": func(old string) string {
-			return old + "notifications:\n  receiver:\n    node_port: 30292\n  alerts:\n    address: https://alerts.example.invalid/hook\n" +
+			return old + "notifications:\n  receiver:\n    node_port: 30292\n  alerts:\n    address: https://alerts.example.invalid/hook\n    tenants: true\n" +
 				"workload_clusters:\n  tenants:\n    workload-clusters:\n      name_prefix: wl-\n    team-a:\n      name_prefix: a-\n      path: ./tenants/team-a\n"
 		},
 	})
@@ -47,9 +47,9 @@ func TestAPushReachesTheManagementClusterThroughItsReceiver(t *testing.T) {
 	found := map[string]*unstructured.Unstructured{}
 	for _, o := range res.Objects {
 		found[o.Object.GetKind()+"/"+o.Object.GetNamespace()+"/"+o.Object.GetName()] = o.Object
-		if o.Object.GetKind() == "ConfigMap" {
+		if o.Object.GetKind() != "Secret" {
 			if text, _ := yamlOf(o.Object); strings.Contains(text, token) {
-				t.Errorf("ConfigMap %s holds the Receiver's token", o.Object.GetName())
+				t.Errorf("%s %s holds the Receiver's token", o.Object.GetKind(), o.Object.GetName())
 			}
 		}
 	}
@@ -67,12 +67,14 @@ func TestAPushReachesTheManagementClusterThroughItsReceiver(t *testing.T) {
 	if strings.Contains(text, token) {
 		t.Error("the Receiver holds its token")
 	}
-	secret := found["Secret/cluster-init/cluster-init-receiver-token"]
-	if got, _, _ := unstructured.NestedString(secret.Object, "data", "token"); got == "" {
-		t.Error("no token in the Receiver's Secret")
+	if secret := found["Secret/cluster-init/cluster-init-receiver-token"]; secret == nil {
+		t.Error("no Secret of the Receiver's token")
+	} else if got, _, _ := unstructured.NestedString(secret.Object, "data", "token"); got != base64.StdEncoding.EncodeToString([]byte(token)) {
+		t.Error("the Receiver's Secret does not hold its token")
 	}
-	service := found["Service/flux-system/webhook-receiver-node-port"]
-	if port, _, _ := unstructured.NestedSlice(service.Object, "spec", "ports"); len(port) != 1 || port[0].(map[string]any)["nodePort"] != int64(30292) {
+	if service := found["Service/flux-system/webhook-receiver-node-port"]; service == nil {
+		t.Error("no node port Service for the receiver")
+	} else if port, _, _ := unstructured.NestedSlice(service.Object, "spec", "ports"); len(port) != 1 || port[0].(map[string]any)["nodePort"] != int64(30292) {
 		t.Errorf("the receiver's node port: %v", port)
 	}
 	if found["NetworkPolicy/flux-system/allow-webhook-receiver-node-port"] == nil {
@@ -88,14 +90,38 @@ func TestAPushReachesTheManagementClusterThroughItsReceiver(t *testing.T) {
 		t.Errorf("the alerts' provider:\n%s", provider)
 	}
 
-	// An OCI source is the bootstrap's to push: no Receiver.
-	res, err = render.Render(t.Context(), root, kubeVersion(t, root), render.Options{Env: env, Context: render.ContextManagement, State: state})
+	// An OCI source is the bootstrap's to push: no Receiver, the alerts all the same; tenants'
+	// namespaces only when asked.
+	res, err = render.Render(t.Context(), root, kubeVersion(t, root), render.Options{Env: env, Context: render.ContextManagement, State: state,
+		Overrides: []values.Layer{values.FromMap("(test)", map[string]any{"notifications": map[string]any{"alerts": map[string]any{"tenants": false}}})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts := 0
+	for _, o := range res.Objects {
+		if o.Object.GetKind() == "Receiver" || o.Object.GetName() == "webhook-receiver-node-port" {
+			t.Errorf("an OCI source renders %s %s", o.Object.GetKind(), o.Object.GetName())
+		}
+		if o.Object.GetKind() == "Alert" {
+			alerts++
+			if text, _ := yamlOf(o.Object); strings.Contains(text, "team-a") || strings.Contains(text, "namespace: workload-clusters") {
+				t.Errorf("the tenants' failures are sent without notifications.alerts.tenants:\n%s", text)
+			}
+		}
+	}
+	if alerts != 1 {
+		t.Errorf("%d Alerts with an OCI source, want 1", alerts)
+	}
+	// A workload cluster's release renders the same chart (with these values, which the platform
+	// does not give it): none of the notifications there.
+	res, err = render.Render(t.Context(), root, kubeVersion(t, root), render.Options{Env: env, Context: render.ContextWorkload, Source: git})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range res.Objects {
-		if o.Object.GetKind() == "Receiver" || o.Object.GetName() == "webhook-receiver-node-port" {
-			t.Errorf("an OCI source renders %s %s", o.Object.GetKind(), o.Object.GetName())
+		if o.Origin == render.UmbrellaChart && (o.Object.GetObjectKind().GroupVersionKind().Group == "notification.toolkit.fluxcd.io" ||
+			o.Object.GetName() == "cluster-init-receiver-token" || o.Object.GetKind() == "Service" || o.Object.GetKind() == "NetworkPolicy") {
+			t.Errorf("a workload cluster's release renders %s %s", o.Object.GetKind(), o.Object.GetName())
 		}
 	}
 	// Without its token, no Receiver (and validation says so of a node port: cmd/bootstrap).

@@ -362,6 +362,18 @@ func Key(path []string) string {
 	return b.String()
 }
 
+// PointerKey is the key of a JSON pointer into the values ("/cluster/workers/0" ->
+// "cluster.workers[0]"), as Helm's schema errors name a value.
+func PointerKey(pointer string) string {
+	var path []string
+	for _, part := range strings.Split(strings.TrimPrefix(pointer, "/"), "/") {
+		if part != "" {
+			path = append(path, strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~"))
+		}
+	}
+	return Key(path)
+}
+
 func isIndex(s string) bool {
 	_, err := strconv.Atoi(s)
 	return err == nil

@@ -457,7 +457,7 @@ func buildFlux(ctx context.Context, g *generator) ([]*unstructured.Unstructured,
 			file := c.name + "." + part + ".yaml"
 			url := fmt.Sprintf("%s/releases/download/%s/%s", c.name, released, file)
 			if !bytes.Contains(kdata, []byte(url)) {
-				return nil, nil, fmt.Errorf("%s: flux %s expects another %s than the pinned %s (no resource ending in %s)", kfile, flux.Version, c.name, m.Version, url)
+				return nil, nil, fmt.Errorf("%s: flux %s expects another %s than %s (no resource ending in %s)", kfile, flux.Version, c.name, released, url)
 			}
 			src, err := g.scratch(c.name)
 			if err != nil {

@@ -62,8 +62,8 @@ func (h *hooks) GitEnv() []string {
 
 func (h *hooks) file() string { return filepath.Join(h.dir, "hooks.json") }
 
-// ServeHTTP lists the webhooks (GET: their URLs, never their tokens) or replaces them (PUT: a JSON
-// list of {url, token}).
+// ServeHTTP lists the webhooks (GET: their scheme and host, never their paths, which a receiver
+// may derive from its token, nor their tokens) or replaces them (PUT: a JSON list of {url, token}).
 func (h *hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -76,7 +76,7 @@ func (h *hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		urls := make([]string, 0, len(list))
 		for _, hk := range list {
-			urls = append(urls, hk.URL)
+			urls = append(urls, shownURL(hk.URL))
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(urls)

@@ -126,6 +126,18 @@ func TestAPushCallsTheWebhooksAsGitLabDoes(t *testing.T) {
 		t.Fatalf("set the webhooks: %d", got)
 	}
 
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/-/hooks", nil)
+	req.SetBasicAuth("cluster-init", token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(listed), receiver.URL[len("http://"):]) || strings.Contains(string(listed), secretPath) || strings.Contains(string(listed), "receiver-token-3b8") {
+		t.Errorf("the listed webhooks: %s, want their hosts without paths or tokens", listed)
+	}
+
 	commit, out := push(t, addr, token, "one")
 	mu.Lock()
 	defer mu.Unlock()
