@@ -148,16 +148,7 @@ func TestStatusShowsTheCommitEachUnitRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	look := func() string {
-		t.Helper()
-		obs, err := progress.Source{Cluster: c, Revisions: true}.Observe(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b strings.Builder
-		progress.WriteStatus(&b, "test", progress.NewTracker(time.Now()).Update(obs, time.Now()))
-		return b.String()
-	}
+	look := func() string { t.Helper(); return statusOf(t, c) }
 
 	status(applied)
 	out := look()
@@ -168,6 +159,18 @@ func TestStatusShowsTheCommitEachUnitRuns(t *testing.T) {
 	if out := look(); !strings.Contains(out, "latest@0123456, behind latest@fedcba9") {
 		t.Errorf("a newer commit fetched:\n%s", out)
 	}
+}
+
+// statusOf is what `bootstrap status` shows of the cluster's units in a single look.
+func statusOf(t *testing.T, c *kube.Cluster) string {
+	t.Helper()
+	obs, err := progress.Source{Cluster: c, Revisions: true}.Observe(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	progress.WriteStatus(&b, "test", progress.NewTracker(time.Now()).Update(obs, time.Now()))
+	return b.String()
 }
 
 func cmpOr(a, b string) string {
@@ -235,16 +238,7 @@ func TestStatusNamesTheReleaseThatRefusesACommit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	look := func() string {
-		t.Helper()
-		obs, err := progress.Source{Cluster: c, Revisions: true}.Observe(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b strings.Builder
-		progress.WriteStatus(&b, "test", progress.NewTracker(time.Now()).Update(obs, time.Now()))
-		return b.String()
-	}
+	look := func() string { t.Helper(); return statusOf(t, c) }
 	// helm-controller's message, as the e2e saw it (Helm v4 names the value by JSON pointer).
 	setStatus(metav1.ConditionFalse, "UpgradeFailed", "Helm upgrade failed for release cluster-init/cluster-init with chart cluster-init@0.1.0+4f2a9c1e7b3d: values don't meet the specifications of the schema(s) in the following chart(s):\ncluster-init:\n- at '/cluster/workers/replicas': minimum: got -1, want 0\n- at '/registry_mirrors/hosts_config/quay.io/0': expected object\n")
 	out := look()

@@ -2,13 +2,11 @@ package source_test
 
 import (
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"cluster-init.dev/cluster-init/internal/source"
 	"cluster-init.dev/cluster-init/internal/testenv"
@@ -18,37 +16,8 @@ import (
 // on a free port, with one repository holding branch main.
 func gitServer(t *testing.T) (url, token, commit string) {
 	t.Helper()
-	if _, err := os.Stat("/usr/lib/git-core/git-http-backend"); err != nil {
-		t.Skip("git-http-backend is not installed (Debian package git)")
-	}
-	root := testenv.Checkout(t)
+	addr, token := testenv.GitServer(t, "r")
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "gitserver")
-	if out, err := exec.Command("go", "build", "-o", bin, filepath.Join(root, "tools/testbed/gitserver")).CombinedOutput(); err != nil {
-		t.Fatalf("build the git server: %v\n%s", err, out)
-	}
-	token = "test-token-7f3a"
-	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(token), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	srv := exec.Command(bin, "-root", filepath.Join(dir, "repos"), "-listen", addr, "-token-file", filepath.Join(dir, "token"), "-init", "r")
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
-	for i := 0; i < 50; i++ {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 	work := filepath.Join(dir, "work")
 	git := func(args ...string) string {
 		out, err := exec.Command("git", append([]string{"-C", work, "-c", "user.name=t", "-c", "user.email=t@t.invalid"}, args...)...).CombinedOutput()

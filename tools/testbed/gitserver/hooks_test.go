@@ -13,44 +13,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"cluster-init.dev/cluster-init/internal/testenv"
 )
 
-// server runs the built git server on a free port with repository r; it returns its address.
+// server runs this git server on a free port with repository r; it returns its address.
 func server(t *testing.T) (addr, token string) {
 	t.Helper()
-	if _, err := os.Stat("/usr/lib/git-core/git-http-backend"); err != nil {
-		t.Skip("git-http-backend is not installed (Debian package git)")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "gitserver")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build the git server: %v\n%s", err, out)
-	}
-	token = "test-token-5d1e"
-	if err := os.WriteFile(filepath.Join(dir, "token"), []byte(token), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr = l.Addr().String()
-	l.Close()
-	srv := exec.Command(bin, "-root", filepath.Join(dir, "repos"), "-listen", addr, "-token-file", filepath.Join(dir, "token"), "-init", "r")
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
-	for i := 0; i < 50; i++ {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return addr, token
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatal("the git server does not listen")
-	return "", ""
+	return testenv.GitServer(t, "r")
 }
 
 func setHooks(t *testing.T, addr, token string, list []webhook) int {
