@@ -78,7 +78,25 @@ func TestDiffSaysWhatACommitWouldChangeInTheManagementCluster(t *testing.T) {
 					continue // no controller serves a webhook here
 				}
 				manager := map[string]string{diff.KindKustomization: "kustomize-controller", diff.KindHelmRelease: "helm-controller"}[o.Kind]
-				if err := c.Client.Patch(ctx, obj.DeepCopy(), client.Apply, client.FieldOwner(manager), client.ForceOwnership); err != nil {
+				// What the controller adds (Flux's and Helm's documented labels and annotations).
+				applied := obj.DeepCopy()
+				labels, annotations := applied.GetLabels(), applied.GetAnnotations()
+				if labels == nil {
+					labels = map[string]string{}
+				}
+				if annotations == nil {
+					annotations = map[string]string{}
+				}
+				if o.Kind == diff.KindKustomization {
+					labels["kustomize.toolkit.fluxcd.io/name"], labels["kustomize.toolkit.fluxcd.io/namespace"] = o.Name, o.Namespace
+				} else {
+					labels["app.kubernetes.io/managed-by"] = "Helm"
+					labels["helm.toolkit.fluxcd.io/name"], labels["helm.toolkit.fluxcd.io/namespace"] = o.Name, o.Namespace
+					annotations["meta.helm.sh/release-name"], annotations["meta.helm.sh/release-namespace"] = o.Name, o.Namespace
+					applied.SetAnnotations(annotations)
+				}
+				applied.SetLabels(labels)
+				if err := c.Client.Patch(ctx, applied, client.Apply, client.FieldOwner(manager), client.ForceOwnership); err != nil {
 					t.Fatalf("apply %s %s/%s: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
 				}
 			}

@@ -129,6 +129,7 @@ func (d differ) add(ctx context.Context, c client.Client, r *Report, o Owner) er
 		desired[metadataOf(obj)] = true
 	}
 	for _, obj := range o.Desired {
+		obj = stamped(obj, o, flux)
 		diff, err := jsondiff.Unstructured(ctx, c, obj,
 			jsondiff.FieldOwner(fieldManager[o.Kind]), jsondiff.MaskSecrets(true), jsondiff.Rationalize(true))
 		switch {
@@ -166,6 +167,54 @@ func (d differ) add(ctx context.Context, c client.Client, r *Report, o Owner) er
 		}
 	}
 	return nil
+}
+
+// stamped is obj as its owner's controller applies it, with the metadata the controller adds:
+// kustomize-controller labels what it applies with its Kustomization; Helm annotates a release's
+// objects with the release and labels them managed by Helm, and helm-controller labels them with
+// its HelmRelease. Compared without them, every object would show them removed.
+func stamped(obj *unstructured.Unstructured, o Owner, flux *unstructured.Unstructured) *unstructured.Unstructured {
+	obj = obj.DeepCopy()
+	labels, annotations := obj.GetLabels(), obj.GetAnnotations()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	switch o.Kind {
+	case KindKustomization:
+		labels["kustomize.toolkit.fluxcd.io/name"] = o.Name
+		labels["kustomize.toolkit.fluxcd.io/namespace"] = o.Namespace
+	case KindHelmRelease:
+		name, namespace := helmRelease(o, flux)
+		labels["app.kubernetes.io/managed-by"] = "Helm"
+		labels["helm.toolkit.fluxcd.io/name"] = o.Name
+		labels["helm.toolkit.fluxcd.io/namespace"] = o.Namespace
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations["meta.helm.sh/release-name"] = name
+		annotations["meta.helm.sh/release-namespace"] = namespace
+		obj.SetAnnotations(annotations)
+	}
+	obj.SetLabels(labels)
+	return obj
+}
+
+// helmRelease is the Helm release a HelmRelease installs, as helm-controller names it: its
+// releaseName, or <targetNamespace>-<name> with a target namespace, else its name; in its target
+// namespace, else its own. Without the object (not applied yet), its name in its namespace.
+func helmRelease(o Owner, flux *unstructured.Unstructured) (name, namespace string) {
+	name, namespace = o.Name, o.Namespace
+	if flux == nil {
+		return name, namespace
+	}
+	target, _, _ := unstructured.NestedString(flux.Object, "spec", "targetNamespace")
+	if target != "" {
+		name, namespace = target+"-"+o.Name, target
+	}
+	if release, _, _ := unstructured.NestedString(flux.Object, "spec", "releaseName"); release != "" {
+		name = release
+	}
+	return name, namespace
 }
 
 func metadataOf(obj *unstructured.Unstructured) object.ObjMetadata {

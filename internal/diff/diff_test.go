@@ -63,11 +63,27 @@ stringData: {password: hunter2-before}
 func TestADiffSaysWhatACommitWouldAddChangeAndRemove(t *testing.T) {
 	c := testenv.Start(t, "test").Client
 	ctx := t.Context()
-	for _, text := range []string{kustomization, live, gone, secret, proxyLive} {
+	// Applied as the controllers apply them: kustomize-controller labels with its Kustomization,
+	// Helm and helm-controller mark a release's objects.
+	byUnit := map[string]string{"kustomize.toolkit.fluxcd.io/name": "capi", "kustomize.toolkit.fluxcd.io/namespace": "default"}
+	for _, text := range []string{kustomization, live, gone, secret, proxyLive, "apiVersion: v1\nkind: Namespace\nmetadata: {name: default}\n"} {
 		o := obj(t, text)
+		if o.GetKind() != "Kustomization" {
+			o.SetLabels(byUnit)
+		}
 		if err := c.Patch(ctx, o, client.Apply, client.FieldOwner("kustomize-controller"), client.ForceOwnership); err != nil {
 			t.Fatal(err)
 		}
+	}
+	released := obj(t, "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: released, namespace: default}\n")
+	released.SetLabels(map[string]string{"app.kubernetes.io/managed-by": "Helm", "helm.toolkit.fluxcd.io/name": "cluster", "helm.toolkit.fluxcd.io/namespace": "default"})
+	released.SetAnnotations(map[string]string{"meta.helm.sh/release-name": "cluster", "meta.helm.sh/release-namespace": "default"})
+	if err := c.Patch(ctx, released, client.Apply, client.FieldOwner("helm-controller"), client.ForceOwnership); err != nil {
+		t.Fatal(err)
+	}
+	hr := obj(t, "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: cluster, namespace: default}\nspec: {interval: 10m, chart: {spec: {chart: ./c, sourceRef: {kind: GitRepository, name: repo}}}}\n")
+	if err := c.Create(ctx, hr); err != nil {
+		t.Fatal(err)
 	}
 	ks := obj(t, kustomization)
 	if err := c.Get(ctx, client.ObjectKeyFromObject(ks), ks); err != nil {
@@ -97,6 +113,8 @@ func TestADiffSaysWhatACommitWouldAddChangeAndRemove(t *testing.T) {
 			obj(t, strings.Replace(proxyLive, "OLD-pr0xy-pass", "NEW-pr0xy-pass", 1))}},
 		{Kind: diff.KindHelmRelease, Namespace: "default", Name: "later", Label: "release later", Desired: []*unstructured.Unstructured{
 			obj(t, "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: later, namespace: default}\n")}},
+		{Kind: diff.KindHelmRelease, Namespace: "default", Name: "cluster", Label: "unit cluster", Desired: []*unstructured.Unstructured{
+			obj(t, "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: released, namespace: default}\n")}},
 	}, func(s string) string { return strings.ReplaceAll(s, "NEW-pr0xy-pass", "[hidden]") })
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +142,7 @@ func TestADiffSaysWhatACommitWouldAddChangeAndRemove(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("changes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if report.Unchanged != 1 || !slices.Equal(report.NotApplied, []string{"release later"}) {
+	if report.Unchanged != 2 || !slices.Equal(report.NotApplied, []string{"release later"}) {
 		t.Errorf("unchanged %d, not applied %v", report.Unchanged, report.NotApplied)
 	}
 	for _, ch := range report.Changes {

@@ -56,18 +56,26 @@ func ObserveWorkloadClusters(ctx context.Context, c client.Reader) ([]Tenant, er
 		if err := c.List(ctx, releases, client.InNamespace(ns.Name)); err != nil && !apimeta.IsNoMatchError(err) {
 			return nil, fmt.Errorf("list the workload clusters of %s: %w", ns.Name, err)
 		}
+		// A workload cluster is a HelmRelease the tenant's directory applies; the others are
+		// units of a cluster (its definitions).
+		var clusters []helmv2.HelmRelease
+		var releaseNames []string
 		for _, hr := range releases.Items {
-			// A workload cluster is a HelmRelease the tenant's directory applies; the others are
-			// units of a cluster (its definitions).
-			if hr.Labels["kustomize.toolkit.fluxcd.io/name"] != names.TenantKustomization {
-				continue
+			if hr.Labels["kustomize.toolkit.fluxcd.io/name"] == names.TenantKustomization {
+				clusters = append(clusters, hr)
+				releaseNames = append(releaseNames, hr.Name)
 			}
-			wc := WorkloadCluster{Name: hr.Name, Release: describeFlux(&hr, "release")}
-			var err error
+		}
+		// The namespace's Kustomizations once, not once per cluster: their lists grow with the
+		// clusters, and status must stay quick with many.
+		units, err := readiness.ReadReleases(ctx, c, ns.Name, releaseNames)
+		if err != nil {
+			return nil, err
+		}
+		for i := range clusters {
+			hr := &clusters[i]
+			wc := WorkloadCluster{Name: hr.Name, Release: describeFlux(hr, "release"), Units: units[hr.Name]}
 			if wc.Machines, err = machines.Read(ctx, c, ns.Name, hr.Name); err != nil {
-				return nil, err
-			}
-			if wc.Units, err = readiness.ReadRelease(ctx, c, ns.Name, hr.Name); err != nil {
 				return nil, err
 			}
 			t.Clusters = append(t.Clusters, wc)

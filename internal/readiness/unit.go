@@ -44,6 +44,34 @@ func ReadUnits(ctx context.Context, c client.Reader, namespace string) (Units, e
 // ReadRelease looks at a release in namespace. A cluster without the CRDs or the graph yet is not
 // an error: the graph is nil.
 func ReadRelease(ctx context.Context, c client.Reader, namespace, release string) (Units, error) {
+	list := &kustomizev1.KustomizationList{}
+	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil && !apimeta.IsNoMatchError(err) {
+		return Units{}, fmt.Errorf("list Kustomizations: %w", err)
+	}
+	return releaseUnits(ctx, c, namespace, release, list)
+}
+
+// ReadReleases looks at several releases of one namespace (a tenant's workload clusters) with
+// one list of its Kustomizations: each release's own, by its graph.
+func ReadReleases(ctx context.Context, c client.Reader, namespace string, releases []string) (map[string]Units, error) {
+	list := &kustomizev1.KustomizationList{}
+	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil && !apimeta.IsNoMatchError(err) {
+		return nil, fmt.Errorf("list Kustomizations: %w", err)
+	}
+	out := make(map[string]Units, len(releases))
+	for _, r := range releases {
+		u, err := releaseUnits(ctx, c, namespace, r, list)
+		if err != nil {
+			return nil, fmt.Errorf("release %s: %w", r, err)
+		}
+		out[r] = u
+	}
+	return out, nil
+}
+
+// releaseUnits reads a release's graph and picks its units' Kustomizations from list; without a
+// graph, every Kustomization of list, by name.
+func releaseUnits(ctx context.Context, c client.Reader, namespace, release string, list *kustomizev1.KustomizationList) (Units, error) {
 	u := Units{Kustomizations: map[string]*kustomizev1.Kustomization{}}
 	cm := &corev1.ConfigMap{}
 	err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: names.UnitsConfigMapOf(release)}, cm)
@@ -55,10 +83,6 @@ func ReadRelease(ctx context.Context, c client.Reader, namespace, release string
 	case apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err):
 	default:
 		return u, fmt.Errorf("read the unit graph: %w", err)
-	}
-	list := &kustomizev1.KustomizationList{}
-	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil && !apimeta.IsNoMatchError(err) {
-		return u, fmt.Errorf("list Kustomizations: %w", err)
 	}
 	// Kustomizations by unit: the graph names each unit's object.
 	byObject := map[string]string{}

@@ -346,7 +346,8 @@ workload_clusters:
 		t.Errorf("team-a's credentials: %v", data)
 	}
 	for _, o := range res.Objects {
-		if o.Object.GetKind() == "Secret" && o.Object.GetName() != "tenant-team-a-git" && o.Object.GetName() != names.SecretsSecret {
+		// The environment's Secret, the credentials the release checked, team-a's: no other.
+		if o.Object.GetKind() == "Secret" && o.Object.GetName() != "tenant-team-a-git" && o.Object.GetName() != names.SecretsSecret && o.Object.GetName() != names.CredentialsSecret {
 			t.Errorf("a Secret other than team-a's credentials: %s/%s", o.Object.GetNamespace(), o.Object.GetName())
 		}
 		if o.Object.GetKind() != "Secret" && strings.Contains(fmt.Sprint(o.Object.Object), password) {
