@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -72,13 +74,22 @@ func ObserveWorkloadClusters(ctx context.Context, c client.Reader) ([]Tenant, er
 		if err != nil {
 			return nil, err
 		}
+		// Each cluster's machines at once: a management cluster busy with many clusters answers
+		// each read slowly, and status waits for the slowest, not for their sum.
+		t.Clusters = make([]WorkloadCluster, len(clusters))
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(8)
 		for i := range clusters {
 			hr := &clusters[i]
-			wc := WorkloadCluster{Name: hr.Name, Release: describeFlux(hr, "release"), Units: units[hr.Name]}
-			if wc.Machines, err = machines.Read(ctx, c, ns.Name, hr.Name); err != nil {
-				return nil, err
-			}
-			t.Clusters = append(t.Clusters, wc)
+			t.Clusters[i] = WorkloadCluster{Name: hr.Name, Release: describeFlux(hr, "release"), Units: units[hr.Name]}
+			g.Go(func() error {
+				var err error
+				t.Clusters[i].Machines, err = machines.Read(gctx, c, ns.Name, hr.Name)
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
 		}
 		sort.Slice(t.Clusters, func(i, j int) bool { return t.Clusters[i].Name < t.Clusters[j].Name })
 		out = append(out, t)
