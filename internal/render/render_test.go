@@ -503,6 +503,13 @@ func TestFluxAsBootstrapInstallsIt(t *testing.T) {
 						t.Errorf("%s re-checks dependencies every %q, want %s", o.GetName(), requeue, c.requeue)
 					}
 				}
+				// More reconciles at once than Flux's default (4): a commit has every unit wait
+				// for its health checks, and the rest must not queue behind them.
+				if o.GetName() == "kustomize-controller" || o.GetName() == "helm-controller" {
+					if !slices.Contains(args, "--concurrent=12") {
+						t.Errorf("%s reconciles Flux's default number at once: %v", o.GetName(), args)
+					}
+				}
 				if o.GetName() == "kustomize-controller" && !slices.Contains(args, "--feature-gates=CancelHealthCheckOnNewRevision=true") {
 					t.Errorf("kustomize-controller: a change does not interrupt a health check: %v", args)
 				}
