@@ -32,7 +32,7 @@ import (
 )
 
 type world struct {
-	t   *testing.T
+	t   testing.TB
 	ctx context.Context
 	c   client.Client
 	r   *placement.Reconciler
