@@ -478,7 +478,40 @@ func summed(app *appsv1.Application, placements []appsv1.PlacementStatus) metav1
 	if len(notReady) == 0 {
 		return condition(app, metav1.ConditionTrue, "Placed", fmt.Sprintf("ready on %s", clusters(ready)))
 	}
-	return condition(app, metav1.ConditionFalse, "NotPlaced", fmt.Sprintf("ready on %d of %d clusters; not on: %s", ready, ready+len(notReady), strings.Join(notReady, "; ")))
+	return condition(app, metav1.ConditionFalse, "NotPlaced", notPlaced(ready, notReady))
+}
+
+// maxConditionMessage is the most a condition's message may hold: the API server refuses a
+// status with a longer one, and the application would keep no status at all.
+const maxConditionMessage = 32768
+
+// notPlaced is the message of an application not ready everywhere: the clusters it is not ready
+// on, as many as fit (placed on hundreds of clusters, or with Flux's long errors, they do not all
+// fit), the others counted; status.placements has each.
+func notPlaced(ready int, notReady []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ready on %d of %d clusters; not on: ", ready, ready+len(notReady))
+	// What "; and 1000000 more (status.placements has each)" needs, kept free until the last.
+	const more = 64
+	for i, n := range notReady {
+		room := maxConditionMessage - b.Len() - len("; ")
+		if i < len(notReady)-1 {
+			room -= more
+		}
+		if len(n) > room {
+			if i == 0 {
+				fmt.Fprintf(&b, "%d clusters (status.placements has each)", len(notReady))
+			} else {
+				fmt.Fprintf(&b, "; and %d more (status.placements has each)", len(notReady)-i)
+			}
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(n)
+	}
+	return b.String()
 }
 
 func clusters(n int) string {
