@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -560,6 +561,97 @@ func TestObjectsOfTheOlderNamesAreReplacedMakeBeforeBreak(t *testing.T) {
 	if st := w.reconcile(); states(st) != "workload-clusters/wl1=Ready" || ready(st).Status != metav1.ConditionTrue {
 		t.Errorf("after the replacement: %s %+v", states(st), ready(st))
 	}
+}
+
+// applyCounter counts the server-side applies sent through it.
+type applyCounter struct {
+	client.Client
+	applies int
+}
+
+func (c *applyCounter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if patch.Type() == types.ApplyPatchType {
+		c.applies++
+	}
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}
+
+// A reconcile with nothing to change sends no apply (a full resync would be one per placement);
+// a changed spec is applied, a field set no more is removed, an edit by someone else is undone,
+// for manifests and for a chart.
+func TestAReconcileWithNothingToChangeAppliesNothing(t *testing.T) {
+	kc := testenv.Start(t, "management")
+	counter := &applyCounter{Client: kc.Client}
+	w := &world{t: t, ctx: t.Context(), c: kc.Client, r: &placement.Reconciler{Client: counter, Rules: placement.Rules{
+		Management: client.ObjectKey{Namespace: "cluster-init", Name: "management"}, SelectorNamespaces: []string{"workload-clusters"}}}}
+	w.clusters([]cluster{{"cluster-init", "management", "platform"}, {"workload-clusters", "wl1", "dev"}})
+	w.create(map[string]any{"clusters": []any{"workload-clusters/wl1"}})
+	applies := func(step string, want int) {
+		t.Helper()
+		counter.applies = 0
+		w.reconcile()
+		if counter.applies != want {
+			t.Errorf("%s: %d applies, want %d", step, counter.applies, want)
+		}
+	}
+	spec := func(mutate func(app *unstructured.Unstructured)) {
+		t.Helper()
+		app := w.app()
+		mutate(app)
+		if err := w.c.Update(w.ctx, app); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := client.ObjectKey{Namespace: "workload-clusters", Name: on("workload-clusters", "wl1")}
+	kustomization := func() *kustomizev1.Kustomization {
+		t.Helper()
+		k := &kustomizev1.Kustomization{}
+		if err := w.c.Get(w.ctx, key, k); err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+
+	applies("placed", 1)
+	applies("again", 0)
+	w.flux("workload-clusters", "wl1", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
+	applies("Ready", 0)
+	if st := w.status(); ready(st).Status != metav1.ConditionTrue {
+		t.Errorf("not Ready without an apply: %+v", ready(st))
+	}
+
+	spec(func(app *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(app.Object, "hello", "spec", "targetNamespace")
+	})
+	applies("a target namespace", 1)
+	if k := kustomization(); k.Spec.TargetNamespace != "hello" {
+		t.Errorf("the target namespace was not applied: %q", k.Spec.TargetNamespace)
+	}
+	spec(func(app *unstructured.Unstructured) {
+		unstructured.RemoveNestedField(app.Object, "spec", "targetNamespace")
+	})
+	applies("no target namespace", 1)
+	if k := kustomization(); k.Spec.TargetNamespace != "" {
+		t.Errorf("the target namespace set no more stayed: %q", k.Spec.TargetNamespace)
+	}
+	applies("again", 0)
+
+	k := kustomization()
+	k.Spec.Path = "./elsewhere"
+	if err := w.c.Update(w.ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	applies("an edit by someone else", 1)
+	if k := kustomization(); k.Spec.Path != "./clusters/management/apps/hello/manifests" {
+		t.Errorf("the edit stayed: %q", k.Spec.Path)
+	}
+
+	spec(func(app *unstructured.Unstructured) {
+		unstructured.RemoveNestedField(app.Object, "spec", "path")
+		_ = unstructured.SetNestedField(app.Object, map[string]any{"path": "./charts/hello", "values": map[string]any{"replicas": int64(2), "image": map[string]any{"tag": "1.0"}}}, "spec", "chart")
+	})
+	applies("a chart", 1)
+	applies("the chart again", 0)
 }
 
 // The API server refuses what the reconciler could not place: a name too long for the label of
