@@ -64,6 +64,9 @@ type Reconciler struct {
 	// again, besides the watches.
 	RequeueAfter time.Duration
 	Rules        Rules
+	// indexed: Client reads from a cache whose Flux objects are indexed by application
+	// (IndexPlacedObjects).
+	indexed bool
 }
 
 // Rules are where the platform lets applications run (the values' `applications`). Tenants
@@ -558,9 +561,13 @@ func condition(app *appsv1.Application, status metav1.ConditionStatus, reason, m
 
 // placedObjects are the Flux objects that run the application on its clusters.
 func (r *Reconciler) placedObjects(ctx context.Context, appID string) ([]client.Object, error) {
+	var ofApp client.ListOption = client.MatchingLabels{ApplicationLabel: appID}
+	if r.indexed {
+		ofApp = client.MatchingFields{applicationIndex: appID}
+	}
 	var out []client.Object
 	ks := &kustomizev1.KustomizationList{}
-	if err := r.Client.List(ctx, ks, client.MatchingLabels{ApplicationLabel: appID}); err != nil {
+	if err := r.Client.List(ctx, ks, ofApp); err != nil {
 		return nil, fmt.Errorf("list the Kustomizations of application %s: %w", appID, err)
 	}
 	for i := range ks.Items {
@@ -568,7 +575,7 @@ func (r *Reconciler) placedObjects(ctx context.Context, appID string) ([]client.
 		out = append(out, &ks.Items[i])
 	}
 	hrs := &helmv2.HelmReleaseList{}
-	if err := r.Client.List(ctx, hrs, client.MatchingLabels{ApplicationLabel: appID}); err != nil {
+	if err := r.Client.List(ctx, hrs, ofApp); err != nil {
 		return nil, fmt.Errorf("list the HelmReleases of application %s: %w", appID, err)
 	}
 	for i := range hrs.Items {

@@ -9,6 +9,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/go-logr/logr/funcr"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,12 +19,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
 	"cluster-init.dev/cluster-init/internal/apply"
+	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/placement"
 	"cluster-init.dev/cluster-init/internal/render"
@@ -652,6 +658,72 @@ func TestAReconcileWithNothingToChangeAppliesNothing(t *testing.T) {
 	})
 	applies("a chart", 1)
 	applies("the chart again", 0)
+}
+
+// The controller as it runs in production (SetupWithManager: a manager's cache, its Flux objects
+// indexed by application, the watches): an application is placed by its selector, Ready once Flux
+// is, leaves a cluster that no longer matches, and takes its objects when it is deleted.
+func TestTheControllerPlacesThroughTheManagersCache(t *testing.T) {
+	kc := testenv.Start(t, "management")
+	scheme, err := kube.Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its logs dropped (logr.Discard's nil sink would be taken for none, and the global logger
+	// used); the controller's name is not checked for uniqueness in the process (-count=2).
+	mgr, err := ctrl.NewManager(kc.Config, ctrl.Options{Scheme: scheme, Logger: funcr.New(func(string, string) {}, funcr.Options{}),
+		Metrics: metricsserver.Options{BindAddress: "0"}, Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := placement.Rules{Management: client.ObjectKey{Namespace: "cluster-init", Name: "management"}, SelectorNamespaces: []string{"workload-clusters"}}
+	if err := (&placement.Reconciler{Client: mgr.GetClient(), RequeueAfter: time.Second, Rules: rules}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	w := &world{t: t, ctx: t.Context(), c: kc.Client}
+	eventually := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); !ok(); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within a minute (status: %s %+v)", what, states(w.status()), ready(w.status()))
+			}
+		}
+	}
+
+	w.clusters([]cluster{{"cluster-init", "management", "platform"}, {"workload-clusters", "wl1", "dev"}, {"workload-clusters", "wl2", "dev"}})
+	w.create(map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"env": "dev"}}})
+	eventually("placed on wl1 and wl2", func() bool { return w.exists("workload-clusters", "wl1") && w.exists("workload-clusters", "wl2") })
+	w.flux("workload-clusters", "wl1", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
+	w.flux("workload-clusters", "wl2", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
+	eventually("Ready on both", func() bool { c := ready(w.status()); return c != nil && c.Message == "ready on 2 clusters" })
+
+	// wl2 no longer matches: its Kustomization, found through the index, goes.
+	wl2 := &clusterv1.Cluster{}
+	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: "workload-clusters", Name: "wl2"}, wl2); err != nil {
+		t.Fatal(err)
+	}
+	wl2.Labels["env"] = "prod"
+	if err := w.c.Update(w.ctx, wl2); err != nil {
+		t.Fatal(err)
+	}
+	eventually("gone from wl2", func() bool { return !w.exists("workload-clusters", "wl2") && w.exists("workload-clusters", "wl1") })
+
+	if err := w.c.Delete(w.ctx, w.app()); err != nil {
+		t.Fatal(err)
+	}
+	eventually("deleted with its Kustomization", func() bool {
+		err := w.c.Get(w.ctx, hello, &appsv1.Application{})
+		return apierrors.IsNotFound(err) && !w.exists("workload-clusters", "wl1")
+	})
 }
 
 // The API server refuses what the reconciler could not place: a name too long for the label of
