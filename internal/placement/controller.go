@@ -23,6 +23,9 @@ import (
 // changes, when one of its Kustomizations changes (Flux reports on a cluster), and when any
 // Cluster changes (a selector may match it now, a named cluster may appear or go).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := r.IndexPlacedObjects(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("application").
 		For(&appsv1.Application{}).
@@ -30,6 +33,29 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&helmv2.HelmRelease{}, handler.EnqueueRequestsFromMapFunc(applicationOf)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.everyApplication)).
 		Complete(r)
+}
+
+// applicationIndex is the field index of a cache's Flux objects by their ApplicationLabel.
+const applicationIndex = "placement.applicationLabel"
+
+// IndexPlacedObjects indexes a cache's Kustomizations and HelmReleases by their application, and
+// has the reconciler list them through the index (the reconciler must read from that cache): a
+// List by label goes through every object of the kind, and a full resync went through every
+// placement once per application (BenchmarkPlacement). Before the cache starts.
+func (r *Reconciler) IndexPlacedObjects(ctx context.Context, indexer client.FieldIndexer) error {
+	for _, obj := range []client.Object{&kustomizev1.Kustomization{}, &helmv2.HelmRelease{}} {
+		err := indexer.IndexField(ctx, obj, applicationIndex, func(o client.Object) []string {
+			if id, ok := o.GetLabels()[ApplicationLabel]; ok {
+				return []string{id}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("index the %T by application: %w", obj, err)
+		}
+	}
+	r.indexed = true
+	return nil
 }
 
 // applicationOf is the application a Flux object runs on a cluster, by its label.

@@ -29,6 +29,7 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,6 +64,9 @@ type Reconciler struct {
 	// again, besides the watches.
 	RequeueAfter time.Duration
 	Rules        Rules
+	// indexed: Client reads from a cache whose Flux objects are indexed by application
+	// (IndexPlacedObjects).
+	indexed bool
 }
 
 // Rules are where the platform lets applications run (the values' `applications`). Tenants
@@ -354,6 +358,7 @@ func (r *Reconciler) apply(ctx context.Context, app *appsv1.Application, cluster
 			Spec: helmv2.HelmReleaseSpec{
 				Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
 					Chart:             spec.Chart.Path,
+					Version:           "*", // the CRD's default, written out: the object read back is compared with this one
 					ReconcileStrategy: "Revision",
 					SourceRef:         helmv2.CrossNamespaceObjectReference{Kind: source.Kind, Name: source.Name, Namespace: source.Namespace},
 				}},
@@ -388,8 +393,17 @@ func (r *Reconciler) apply(ctx context.Context, app *appsv1.Application, cluster
 		}
 	}
 	gvk := obj.GetObjectKind().GroupVersionKind()
-	if refused, err := r.refusal(ctx, obj); err != nil || refused != "" {
+	existing, refused, err := r.refusal(ctx, obj)
+	if err != nil || refused != "" {
 		return nil, refused, err
+	}
+	// Nothing to change: not applied again. Each apply is a round trip to the API server even when
+	// it changes nothing, and a full resync (a restart, any Cluster's change) is one per placement:
+	// minutes at 1000 clusters × 100 applications. The whole spec is compared, not only the fields
+	// set here: a field this controller set before and sets no more must still go.
+	if existing != nil && unchanged(existing, obj) {
+		existing.GetObjectKind().SetGroupVersionKind(gvk)
+		return existing, "", nil
 	}
 	// Forced: the fields are this controller's; an object of another owner was refused above.
 	if err := r.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
@@ -400,23 +414,43 @@ func (r *Reconciler) apply(ctx context.Context, app *appsv1.Application, cluster
 }
 
 // refusal says why want may not be applied, "" if it may: an object of its name exists that
-// another application placed, or that no application placed.
-func (r *Reconciler) refusal(ctx context.Context, want client.Object) (string, error) {
+// another application placed, or that no application placed. existing is the object of its name,
+// nil if there is none.
+func (r *Reconciler) refusal(ctx context.Context, want client.Object) (existing client.Object, refused string, err error) {
 	kind := want.GetObjectKind().GroupVersionKind().Kind
-	existing := want.DeepCopyObject().(client.Object)
+	existing = want.DeepCopyObject().(client.Object)
 	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), existing); apierrors.IsNotFound(err) {
-		return "", nil
+		return nil, "", nil
 	} else if err != nil {
-		return "", fmt.Errorf("read %s %s/%s: %w", kind, want.GetNamespace(), want.GetName(), err)
+		return nil, "", fmt.Errorf("read %s %s/%s: %w", kind, want.GetNamespace(), want.GetName(), err)
 	}
 	owner, labelled := existing.GetLabels()[ApplicationLabel]
 	switch {
 	case !labelled:
-		return fmt.Sprintf("%s %s/%s exists and no application placed it: not changed", kind, want.GetNamespace(), want.GetName()), nil
+		return existing, fmt.Sprintf("%s %s/%s exists and no application placed it: not changed", kind, want.GetNamespace(), want.GetName()), nil
 	case owner != want.GetLabels()[ApplicationLabel]:
-		return fmt.Sprintf("%s %s/%s belongs to application %s: not changed", kind, want.GetNamespace(), want.GetName(), strings.Replace(owner, ".", "/", 1)), nil
+		return existing, fmt.Sprintf("%s %s/%s belongs to application %s: not changed", kind, want.GetNamespace(), want.GetName(), strings.Replace(owner, ".", "/", 1)), nil
 	}
-	return "", nil
+	return existing, "", nil
+}
+
+// unchanged says whether applying want would leave existing as it is: its labels carry want's and
+// its spec is want's.
+func unchanged(existing, want client.Object) bool {
+	for k, v := range want.GetLabels() {
+		if existing.GetLabels()[k] != v {
+			return false
+		}
+	}
+	switch w := want.(type) {
+	case *kustomizev1.Kustomization:
+		e, ok := existing.(*kustomizev1.Kustomization)
+		return ok && equality.Semantic.DeepEqual(e.Spec, w.Spec)
+	case *helmv2.HelmRelease:
+		e, ok := existing.(*helmv2.HelmRelease)
+		return ok && equality.Semantic.DeepEqual(e.Spec, w.Spec)
+	}
+	return false
 }
 
 // clusterValues are a chart's values with cluster.name and cluster.namespace set to the cluster's.
@@ -478,7 +512,40 @@ func summed(app *appsv1.Application, placements []appsv1.PlacementStatus) metav1
 	if len(notReady) == 0 {
 		return condition(app, metav1.ConditionTrue, "Placed", fmt.Sprintf("ready on %s", clusters(ready)))
 	}
-	return condition(app, metav1.ConditionFalse, "NotPlaced", fmt.Sprintf("ready on %d of %d clusters; not on: %s", ready, ready+len(notReady), strings.Join(notReady, "; ")))
+	return condition(app, metav1.ConditionFalse, "NotPlaced", notPlaced(ready, notReady))
+}
+
+// maxConditionMessage is the most a condition's message may hold: the API server refuses a
+// status with a longer one, and the application would keep no status at all.
+const maxConditionMessage = 32768
+
+// notPlaced is the message of an application not ready everywhere: the clusters it is not ready
+// on, as many as fit (placed on hundreds of clusters, or with Flux's long errors, they do not all
+// fit), the others counted; status.placements has each.
+func notPlaced(ready int, notReady []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ready on %d of %d clusters; not on: ", ready, ready+len(notReady))
+	// What "; and 1000000 more (status.placements has each)" needs, kept free until the last.
+	const more = 64
+	for i, n := range notReady {
+		room := maxConditionMessage - b.Len() - len("; ")
+		if i < len(notReady)-1 {
+			room -= more
+		}
+		if len(n) > room {
+			if i == 0 {
+				fmt.Fprintf(&b, "%d clusters (status.placements has each)", len(notReady))
+			} else {
+				fmt.Fprintf(&b, "; and %d more (status.placements has each)", len(notReady)-i)
+			}
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(n)
+	}
+	return b.String()
 }
 
 func clusters(n int) string {
@@ -494,9 +561,13 @@ func condition(app *appsv1.Application, status metav1.ConditionStatus, reason, m
 
 // placedObjects are the Flux objects that run the application on its clusters.
 func (r *Reconciler) placedObjects(ctx context.Context, appID string) ([]client.Object, error) {
+	var ofApp client.ListOption = client.MatchingLabels{ApplicationLabel: appID}
+	if r.indexed {
+		ofApp = client.MatchingFields{applicationIndex: appID}
+	}
 	var out []client.Object
 	ks := &kustomizev1.KustomizationList{}
-	if err := r.Client.List(ctx, ks, client.MatchingLabels{ApplicationLabel: appID}); err != nil {
+	if err := r.Client.List(ctx, ks, ofApp); err != nil {
 		return nil, fmt.Errorf("list the Kustomizations of application %s: %w", appID, err)
 	}
 	for i := range ks.Items {
@@ -504,7 +575,7 @@ func (r *Reconciler) placedObjects(ctx context.Context, appID string) ([]client.
 		out = append(out, &ks.Items[i])
 	}
 	hrs := &helmv2.HelmReleaseList{}
-	if err := r.Client.List(ctx, hrs, client.MatchingLabels{ApplicationLabel: appID}); err != nil {
+	if err := r.Client.List(ctx, hrs, ofApp); err != nil {
 		return nil, fmt.Errorf("list the HelmReleases of application %s: %w", appID, err)
 	}
 	for i := range hrs.Items {

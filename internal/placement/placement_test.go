@@ -9,6 +9,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
+	"github.com/go-logr/logr/funcr"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,13 +17,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
 	"cluster-init.dev/cluster-init/internal/apply"
+	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/placement"
 	"cluster-init.dev/cluster-init/internal/render"
@@ -32,7 +39,7 @@ import (
 )
 
 type world struct {
-	t   *testing.T
+	t   testing.TB
 	ctx context.Context
 	c   client.Client
 	r   *placement.Reconciler
@@ -560,6 +567,163 @@ func TestObjectsOfTheOlderNamesAreReplacedMakeBeforeBreak(t *testing.T) {
 	if st := w.reconcile(); states(st) != "workload-clusters/wl1=Ready" || ready(st).Status != metav1.ConditionTrue {
 		t.Errorf("after the replacement: %s %+v", states(st), ready(st))
 	}
+}
+
+// applyCounter counts the server-side applies sent through it.
+type applyCounter struct {
+	client.Client
+	applies int
+}
+
+func (c *applyCounter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if patch.Type() == types.ApplyPatchType {
+		c.applies++
+	}
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}
+
+// A reconcile with nothing to change sends no apply (a full resync would be one per placement);
+// a changed spec is applied, a field set no more is removed, an edit by someone else is undone,
+// for manifests and for a chart.
+func TestAReconcileWithNothingToChangeAppliesNothing(t *testing.T) {
+	kc := testenv.Start(t, "management")
+	counter := &applyCounter{Client: kc.Client}
+	w := &world{t: t, ctx: t.Context(), c: kc.Client, r: &placement.Reconciler{Client: counter, Rules: placement.Rules{
+		Management: client.ObjectKey{Namespace: "cluster-init", Name: "management"}, SelectorNamespaces: []string{"workload-clusters"}}}}
+	w.clusters([]cluster{{"cluster-init", "management", "platform"}, {"workload-clusters", "wl1", "dev"}})
+	w.create(map[string]any{"clusters": []any{"workload-clusters/wl1"}})
+	applies := func(step string, want int) {
+		t.Helper()
+		counter.applies = 0
+		w.reconcile()
+		if counter.applies != want {
+			t.Errorf("%s: %d applies, want %d", step, counter.applies, want)
+		}
+	}
+	spec := func(mutate func(app *unstructured.Unstructured)) {
+		t.Helper()
+		app := w.app()
+		mutate(app)
+		if err := w.c.Update(w.ctx, app); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := client.ObjectKey{Namespace: "workload-clusters", Name: on("workload-clusters", "wl1")}
+	kustomization := func() *kustomizev1.Kustomization {
+		t.Helper()
+		k := &kustomizev1.Kustomization{}
+		if err := w.c.Get(w.ctx, key, k); err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+
+	applies("placed", 1)
+	applies("again", 0)
+	w.flux("workload-clusters", "wl1", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
+	applies("Ready", 0)
+	if st := w.status(); ready(st).Status != metav1.ConditionTrue {
+		t.Errorf("not Ready without an apply: %+v", ready(st))
+	}
+
+	spec(func(app *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(app.Object, "hello", "spec", "targetNamespace")
+	})
+	applies("a target namespace", 1)
+	if k := kustomization(); k.Spec.TargetNamespace != "hello" {
+		t.Errorf("the target namespace was not applied: %q", k.Spec.TargetNamespace)
+	}
+	spec(func(app *unstructured.Unstructured) {
+		unstructured.RemoveNestedField(app.Object, "spec", "targetNamespace")
+	})
+	applies("no target namespace", 1)
+	if k := kustomization(); k.Spec.TargetNamespace != "" {
+		t.Errorf("the target namespace set no more stayed: %q", k.Spec.TargetNamespace)
+	}
+	applies("again", 0)
+
+	k := kustomization()
+	k.Spec.Path = "./elsewhere"
+	if err := w.c.Update(w.ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	applies("an edit by someone else", 1)
+	if k := kustomization(); k.Spec.Path != "./clusters/management/apps/hello/manifests" {
+		t.Errorf("the edit stayed: %q", k.Spec.Path)
+	}
+
+	spec(func(app *unstructured.Unstructured) {
+		unstructured.RemoveNestedField(app.Object, "spec", "path")
+		_ = unstructured.SetNestedField(app.Object, map[string]any{"path": "./charts/hello", "values": map[string]any{"replicas": int64(2), "image": map[string]any{"tag": "1.0"}}}, "spec", "chart")
+	})
+	applies("a chart", 1)
+	applies("the chart again", 0)
+}
+
+// The controller as it runs in production (SetupWithManager: a manager's cache, its Flux objects
+// indexed by application, the watches): an application is placed by its selector, Ready once Flux
+// is, leaves a cluster that no longer matches, and takes its objects when it is deleted.
+func TestTheControllerPlacesThroughTheManagersCache(t *testing.T) {
+	kc := testenv.Start(t, "management")
+	scheme, err := kube.Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its logs dropped (logr.Discard's nil sink would be taken for none, and the global logger
+	// used); the controller's name is not checked for uniqueness in the process (-count=2).
+	mgr, err := ctrl.NewManager(kc.Config, ctrl.Options{Scheme: scheme, Logger: funcr.New(func(string, string) {}, funcr.Options{}),
+		Metrics: metricsserver.Options{BindAddress: "0"}, Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := placement.Rules{Management: client.ObjectKey{Namespace: "cluster-init", Name: "management"}, SelectorNamespaces: []string{"workload-clusters"}}
+	if err := (&placement.Reconciler{Client: mgr.GetClient(), RequeueAfter: time.Second, Rules: rules}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	w := &world{t: t, ctx: t.Context(), c: kc.Client}
+	eventually := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(time.Minute); !ok(); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within a minute (status: %s %+v)", what, states(w.status()), ready(w.status()))
+			}
+		}
+	}
+
+	w.clusters([]cluster{{"cluster-init", "management", "platform"}, {"workload-clusters", "wl1", "dev"}, {"workload-clusters", "wl2", "dev"}})
+	w.create(map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"env": "dev"}}})
+	eventually("placed on wl1 and wl2", func() bool { return w.exists("workload-clusters", "wl1") && w.exists("workload-clusters", "wl2") })
+	w.flux("workload-clusters", "wl1", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
+	w.flux("workload-clusters", "wl2", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
+	eventually("Ready on both", func() bool { c := ready(w.status()); return c != nil && c.Message == "ready on 2 clusters" })
+
+	// wl2 no longer matches: its Kustomization, found through the index, goes.
+	wl2 := &clusterv1.Cluster{}
+	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: "workload-clusters", Name: "wl2"}, wl2); err != nil {
+		t.Fatal(err)
+	}
+	wl2.Labels["env"] = "prod"
+	if err := w.c.Update(w.ctx, wl2); err != nil {
+		t.Fatal(err)
+	}
+	eventually("gone from wl2", func() bool { return !w.exists("workload-clusters", "wl2") && w.exists("workload-clusters", "wl1") })
+
+	if err := w.c.Delete(w.ctx, w.app()); err != nil {
+		t.Fatal(err)
+	}
+	eventually("deleted with its Kustomization", func() bool {
+		err := w.c.Get(w.ctx, hello, &appsv1.Application{})
+		return apierrors.IsNotFound(err) && !w.exists("workload-clusters", "wl1")
+	})
 }
 
 // The API server refuses what the reconciler could not place: a name too long for the label of
