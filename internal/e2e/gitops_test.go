@@ -73,6 +73,22 @@ func (r *repository) write(t *testing.T, rel, content string) {
 	}
 }
 
+// writeSecrets writes the environment's secrets (the git server's credentials, the Receiver's
+// token, then more credentials given as YAML lines indented under credentials:) and encrypts them
+// as a platform team commits them.
+func (r *repository) writeSecrets(t *testing.T, more string) {
+	t.Helper()
+	lines := strings.Split(gitServer(t, "credentials"), "\n")
+	token := strings.TrimSpace(readFile(t, lines[1]))
+	r.write(t, "environment-values/"+env+"/secrets.yaml",
+		"credentials:\n  git:\n    username: "+lines[0]+"\n    password: "+token+"\n"+
+			"  notifications:\n    receiver_token: "+r.receiverToken+"\n"+more)
+	bootstrapOK(t, "secrets", "encrypt", env, "--repo", r.dir, "--age-key-file", r.key)
+	if data := readFile(t, filepath.Join(r.dir, "environment-values", env, "secrets.yaml")); strings.Contains(data, token) || strings.Contains(data, r.receiverToken) {
+		t.Fatal("a token is in the committed secrets file")
+	}
+}
+
 // newRepository copies the checkout into a new working copy whose environment reads its values
 // and (encrypted) secrets from the git server, and pushes it as branch main.
 // prepare, if given, changes the working copy before it is pushed (the platform's values).
@@ -110,17 +126,10 @@ func newRepository(t *testing.T, prepare ...func(r *repository)) *repository {
 	}
 	r.write(t, "environment-values/"+env+"/values.yaml", string(values)+"source:\n  type: git\n  url: "+url+"\n  ref:\n    branch: main\n"+
 		"notifications:\n  receiver:\n    node_port: "+receiverNodePort+"\n")
-	r.write(t, "environment-values/"+env+"/secrets.yaml",
-		"credentials:\n  git:\n    username: "+lines[0]+"\n    password: "+strings.TrimSpace(string(token))+"\n"+
-			"  notifications:\n    receiver_token: "+r.receiverToken+"\n")
 	if out := bootstrapOK(t, "secrets", "keygen", "--out", r.key); !strings.Contains(out, "public key: age1") {
 		t.Fatalf("keygen: %s", out)
 	}
-	bootstrapOK(t, "secrets", "encrypt", env, "--repo", r.dir, "--age-key-file", r.key)
-	if data, _ := os.ReadFile(filepath.Join(r.dir, "environment-values", env, "secrets.yaml")); strings.Contains(string(data), strings.TrimSpace(string(token))) ||
-		strings.Contains(string(data), r.receiverToken) {
-		t.Fatal("a token is in the committed secrets file")
-	}
+	r.writeSecrets(t, "")
 	for _, p := range prepare {
 		p(r)
 	}

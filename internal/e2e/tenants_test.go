@@ -299,12 +299,7 @@ func tenantRepository(t *testing.T, platform *repository) *repository {
 	c.git(t, "init", "-q", "-b", "main")
 	c.write(t, "README.md", "team-c's workload clusters: one directory per cluster.\n")
 	c.replace(t, "team-c's repository")
-	platform.write(t, "environment-values/"+env+"/secrets.yaml", "credentials:\n  git:\n    username: "+lines[0]+"\n    password: "+token+
-		"\n  tenants:\n    team-c:\n      git:\n        username: "+lines[0]+"\n        password: "+token+"\n")
-	bootstrapOK(t, "secrets", "encrypt", env, "--repo", platform.dir, "--age-key-file", platform.key)
-	if strings.Contains(readFile(t, filepath.Join(platform.dir, "environment-values", env, "secrets.yaml")), token) {
-		t.Fatal("the token is in the committed secrets file")
-	}
+	platform.writeSecrets(t, "  tenants:\n    team-c:\n      git:\n        username: "+lines[0]+"\n        password: "+token+"\n")
 	return c
 }
 
