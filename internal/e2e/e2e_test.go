@@ -34,6 +34,9 @@ var (
 	binary    string
 	state     statedir.Dir
 	testbedVs string
+	// testbedSet names the images the test bed has built (tools/testbed/build-images): kubeadm-capd
+	// first, then all.
+	testbedSet string
 )
 
 func TestMain(m *testing.M) {
@@ -62,6 +65,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "the test bed is not up (no %s): run tools/testbed/up first\n", testbedVs)
 		os.Exit(1)
 	}
+	if b, err := os.ReadFile(filepath.Join(cache, "testbed-set")); err == nil {
+		testbedSet = strings.TrimSpace(string(b))
+	}
 	dir, err := os.MkdirTemp("", "cluster-init-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -82,6 +88,17 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// requireEveryTestbedImage fails a test that runs images of the test bed's second set (providers,
+// the previous Kubernetes minor and Cluster API set, the placement test's application) while only
+// the kubeadm-capd set is built: without it the test would wait on pods that cannot pull.
+func requireEveryTestbedImage(t *testing.T) {
+	t.Helper()
+	if testbedSet != "all" {
+		t.Fatalf("the test bed has built the kubeadm-capd images only (set %q): this test runs the others too; "+
+			"tools/testbed/up builds them after the kubeadm-capd test bed is usable", testbedSet)
+	}
 }
 
 // run is one run of the bootstrap binary.

@@ -76,6 +76,7 @@ func assertContains(t *testing.T, what, text string, wants ...string) {
 // conclusion names the unit, the machine, the command that failed and the values that would let
 // it go on; air-gapped, the machines install from their image instead, and say what it lacks.
 func TestRKE2MeetsTheWallAndSaysWhatWouldLetItGoOn(t *testing.T) {
+	requireEveryTestbedImage(t)
 	const rke2 = "rke2-capd"
 	cleanup(t, rke2)
 	t.Cleanup(func() { cleanup(t, rke2) })
@@ -195,6 +196,7 @@ func (k *keystone) requests() []string {
 // cluster unit and CAPO's own error, without the secret, well before the unit's 30m timeout;
 // cleanup then removes everything without waiting on a finalizer that can never finish.
 func TestOpenStackThatRefusesTheCredentials(t *testing.T) {
+	requireEveryTestbedImage(t)
 	const secret = "SENTINEL-capo-7d20e4"
 	ks := startKeystone(t)
 	dir := copyEnvironment(t, "kubeadm-capo", "capo-refused", `credentials:

@@ -419,6 +419,7 @@ func planStep(p upgrades.Plan, ns, name string) string {
 // self-hosted roll), each to the pinned minor, then the Cluster API set to the pinned one; the
 // steps the rules refuse change nothing and say why.
 func TestClustersAreUpgradedByCommits(t *testing.T) {
+	requireEveryTestbedImage(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Minute)
 	defer cancel()
 	r, _ := bootstrapFromGit(t, ctx, func(r *repository) {
@@ -641,6 +642,7 @@ func TestClustersAreUpgradedByCommits(t *testing.T) {
 // rules refuse are refused in seconds with nothing created; the next minor rolls every machine,
 // the control plane first, with the API server answering through its load balancer.
 func TestAStandaloneClusterIsUpgraded(t *testing.T) {
+	requireEveryTestbedImage(t)
 	cleanStandalone(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
