@@ -5,11 +5,16 @@ package e2e
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cluster-init.dev/cluster-init/internal/placement"
 )
 
 const helloManifests = `apiVersion: v1
@@ -109,6 +114,7 @@ func TestApplicationsArePlacedByCommits(t *testing.T) {
 	pushed = r.commit(t, "hello on wl1")
 	waitFor(t, 10*time.Minute, "hello running in wl1", func() bool { return available(wlkc) })
 	t.Logf("push -> hello running in wl1: %s", time.Since(pushed).Round(time.Second))
+	logApplicationTimeline(t, kc, wlkc, pushed, client.ObjectKey{Namespace: "workload-clusters", Name: "wl1"})
 	if !gone(kc) {
 		t.Error("hello runs in the management cluster too")
 	}
@@ -177,4 +183,35 @@ func TestApplicationsArePlacedByCommits(t *testing.T) {
 	pushed = r.commit(t, "remove hello")
 	waitFor(t, 10*time.Minute, "hello gone from both clusters", func() bool { return gone(kc) && gone(wlkc) })
 	t.Logf("push -> hello removed from both: %s", time.Since(pushed).Round(time.Second))
+}
+
+// logApplicationTimeline says where the time from a push to hello running on a cluster went: the
+// source's fetch, the Application applied from git, the Flux object the placement controller
+// made (in the cluster's namespace), and on the cluster the Deployment, its pod scheduled, started and Ready.
+func logApplicationTimeline(t *testing.T, kc, clusterKubeconfig string, pushed time.Time, cluster client.ObjectKey) {
+	t.Helper()
+	at := func(stamp string) string {
+		ts, err := time.Parse(time.RFC3339, strings.TrimSpace(stamp))
+		if err != nil {
+			return "?"
+		}
+		return "+" + ts.Sub(pushed.Truncate(time.Second)).Round(time.Second).String()
+	}
+	placed := placement.ObjectName(client.ObjectKey{Namespace: "cluster-init", Name: "hello"}, cluster)
+	ready := `{.status.conditions[?(@.type=="Ready")].lastTransitionTime}`
+	parts := []string{
+		"source fetched " + at(kubectlQuiet(kc, "-n", "cluster-init", "get", "gitrepository", "cluster-init", "-o", "jsonpath={.status.artifact.lastUpdateTime}")),
+		"Application created " + at(kubectlQuiet(kc, "-n", "cluster-init", "get", "application", "hello", "-o", "jsonpath={.metadata.creationTimestamp}")),
+		"Kustomization " + placed + " created " + at(kubectlQuiet(kc, "-n", cluster.Namespace, "get", "kustomization", placed, "-o", "jsonpath={.metadata.creationTimestamp}")) +
+			", Ready " + at(kubectlQuiet(kc, "-n", cluster.Namespace, "get", "kustomization", placed, "-o", "jsonpath="+ready)),
+		"Deployment created " + at(kubectlQuiet(clusterKubeconfig, "-n", "hello", "get", "deployment", "hello", "-o", "jsonpath={.metadata.creationTimestamp}")),
+	}
+	pods := kubectlQuiet(clusterKubeconfig, "-n", "hello", "get", "pods", "-o",
+		`jsonpath={range .items[*]}{.metadata.name} {.metadata.creationTimestamp} {.status.conditions[?(@.type=="PodScheduled")].lastTransitionTime} {.status.containerStatuses[0].state.running.startedAt} {.status.conditions[?(@.type=="Ready")].lastTransitionTime}{"\n"}{end}`)
+	for _, l := range strings.Split(pods, "\n") {
+		if f := strings.Fields(l); len(f) == 5 {
+			parts = append(parts, fmt.Sprintf("pod %s created %s, scheduled %s, started %s, Ready %s", f[0], at(f[1]), at(f[2]), at(f[3]), at(f[4])))
+		}
+	}
+	t.Logf("timeline from the push: %s", strings.Join(parts, "; "))
 }
