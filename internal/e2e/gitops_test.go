@@ -299,8 +299,7 @@ func TestGitOps(t *testing.T) {
 	pushed = r.commit(t, "management: a negative worker count")
 	broken := r.git(t, "rev-parse", "HEAD")[:12]
 	waitFor(t, 5*time.Minute, "the release to refuse the broken commit", func() bool {
-		return kubectlQuiet(kc, "-n", "cluster-init", "get", "helmrelease", "cluster-init", "-o",
-			`jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.lastAttemptedRevision}`) == "False 0.1.0+"+broken
+		return releaseAt(kc) == "False 0.1.0+"+broken
 	})
 	t.Logf("push -> the broken commit refused by the release: %s", time.Since(pushed).Round(time.Second))
 	status = bootstrapOK(t, "status", env, "--repo", r.dir, "--age-key-file", r.key)
@@ -330,8 +329,7 @@ func TestGitOps(t *testing.T) {
 	pushed = r.commit(t, "management: revert the negative worker count")
 	reverted := r.git(t, "rev-parse", "HEAD")[:12]
 	waitFor(t, 5*time.Minute, "the release ready at the revert", func() bool {
-		return kubectlQuiet(kc, "-n", "cluster-init", "get", "helmrelease", "cluster-init", "-o",
-			`jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.lastAttemptedRevision}`) == "True 0.1.0+"+reverted
+		return releaseAt(kc) == "True 0.1.0+"+reverted
 	})
 	t.Logf("push -> the revert applied by the release: %s", time.Since(pushed).Round(time.Second))
 	if status := bootstrapOK(t, "status", env, "--repo", r.dir, "--age-key-file", r.key); strings.Contains(status, "release cluster-init: ") {
@@ -340,6 +338,13 @@ func TestGitOps(t *testing.T) {
 	if runningMachines(t, kc, "cluster-init", "management") != 3 {
 		t.Error("the revert changed the management cluster's machines")
 	}
+}
+
+// releaseAt is the cluster-init HelmRelease's Ready status and the chart version it last
+// attempted, which names the commit ("False 0.1.0+<commit>").
+func releaseAt(kc string) string {
+	return kubectlQuiet(kc, "-n", "cluster-init", "get", "helmrelease", "cluster-init", "-o",
+		`jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.lastAttemptedRevision}`)
 }
 
 // gitToken is the token in the remote's URL.

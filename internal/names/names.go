@@ -64,9 +64,12 @@ const (
 	TenantAccount         = "tenant"
 	TenantBuilder         = "cluster-builder"
 	// RepositoryLabel says whose repository a tenant's GitRepository reads (the value of
-	// TenantLabel names the tenant): TenantRepository, its own, or the platform's.
-	RepositoryLabel  = "cluster-init.dev/repository"
-	TenantRepository = "tenant"
+	// TenantLabel names the tenant): TenantRepository, its own, or PlatformRepository, the
+	// platform's, which the management cluster's Receiver selects (a push to the platform's
+	// repository fetches these too).
+	RepositoryLabel    = "cluster-init.dev/repository"
+	TenantRepository   = "tenant"
+	PlatformRepository = "platform"
 
 	PartOfLabel = "app.kubernetes.io/part-of"
 	PartOf      = "cluster-init"

@@ -51,6 +51,11 @@ func TestTheComponentsNameTheSameObjects(t *testing.T) {
 	if !strings.Contains(tenants, names.TenantLabel+`: "true"`) || !strings.Contains(tenants, "name: "+names.TenantKustomization+"\n") {
 		t.Error("the tenants' namespaces or Kustomizations are named otherwise")
 	}
+	// The Receiver of the platform's repository selects the tenants' views of it by this label.
+	if !strings.Contains(tenants, names.RepositoryLabel+`: {{ ternary "`+names.TenantRepository+`" "`+names.PlatformRepository+`" `) ||
+		!strings.Contains(read("charts/cluster-init/templates/notifications.yaml"), names.RepositoryLabel+": "+names.PlatformRepository+"\n") {
+		t.Error("the tenants' GitRepositories of the platform's repository are labelled otherwise than the Receiver selects them")
+	}
 	if !strings.Contains(read("charts/workload-clusters/templates/_helpers.tpl"), `define "workload-clusters.platformConfigMap" -}}`+names.TenantPlatformConfigMap+"{{") {
 		t.Error("the tenants' platform ConfigMap is named otherwise")
 	}

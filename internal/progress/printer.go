@@ -352,7 +352,6 @@ func (p *plainPrinter) Units(s Snapshot) {
 
 func (p *plainPrinter) Close() {}
 
-// changed records value under key and tells whether it differs from the last one.
 // releaseNews says whether a line-oriented printer shows the release's state: before the units
 // exist, while it fails, and once when it no longer does.
 func releaseNews(last map[string]string, s Snapshot) bool {
@@ -369,6 +368,7 @@ func releaseNews(last map[string]string, s Snapshot) bool {
 	return false
 }
 
+// changed records value under key and tells whether it differs from the last one.
 func changed(last map[string]string, key, value string) bool {
 	if last[key] == value {
 		return false

@@ -44,9 +44,9 @@ func ReadUnits(ctx context.Context, c client.Reader, namespace string) (Units, e
 // ReadRelease looks at a release in namespace. A cluster without the CRDs or the graph yet is not
 // an error: the graph is nil.
 func ReadRelease(ctx context.Context, c client.Reader, namespace, release string) (Units, error) {
-	list := &kustomizev1.KustomizationList{}
-	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil && !apimeta.IsNoMatchError(err) {
-		return Units{}, fmt.Errorf("list Kustomizations: %w", err)
+	list, err := listKustomizations(ctx, c, namespace)
+	if err != nil {
+		return Units{}, err
 	}
 	return releaseUnits(ctx, c, namespace, release, list)
 }
@@ -54,9 +54,9 @@ func ReadRelease(ctx context.Context, c client.Reader, namespace, release string
 // ReadReleases looks at several releases of one namespace (a tenant's workload clusters) with
 // one list of its Kustomizations: each release's own, by its graph.
 func ReadReleases(ctx context.Context, c client.Reader, namespace string, releases []string) (map[string]Units, error) {
-	list := &kustomizev1.KustomizationList{}
-	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil && !apimeta.IsNoMatchError(err) {
-		return nil, fmt.Errorf("list Kustomizations: %w", err)
+	list, err := listKustomizations(ctx, c, namespace)
+	if err != nil {
+		return nil, err
 	}
 	out := make(map[string]Units, len(releases))
 	for _, r := range releases {
@@ -67,6 +67,15 @@ func ReadReleases(ctx context.Context, c client.Reader, namespace string, releas
 		out[r] = u
 	}
 	return out, nil
+}
+
+// listKustomizations lists a namespace's Kustomizations; a cluster without their CRD has none.
+func listKustomizations(ctx context.Context, c client.Reader, namespace string) (*kustomizev1.KustomizationList, error) {
+	list := &kustomizev1.KustomizationList{}
+	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil && !apimeta.IsNoMatchError(err) {
+		return nil, fmt.Errorf("list Kustomizations: %w", err)
+	}
+	return list, nil
 }
 
 // releaseUnits reads a release's graph and picks its units' Kustomizations from list; without a

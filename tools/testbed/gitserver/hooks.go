@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -125,9 +124,14 @@ func readWebhooks(path string) ([]webhook, error) {
 func writeFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		_ = os.Remove(tmp)
 		return err
 	}
-	return os.Rename(tmp, path)
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp) // it holds the webhooks' tokens
+		return err
+	}
+	return nil
 }
 
 // pushEvent is the part of GitLab's push event a receiver reads.
@@ -191,9 +195,7 @@ func call(client *http.Client, hk webhook, ev pushEvent) string {
 	if err != nil {
 		return err.Error()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), deliveryTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hk.URL, bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, hk.URL, bytes.NewReader(body))
 	if err != nil {
 		return "invalid URL"
 	}
