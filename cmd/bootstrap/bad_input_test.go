@@ -55,9 +55,10 @@ var badValues = []struct {
 	{"a mirror whose host is a bad IP address", "registry_mirrors:\n  hosts_config:\n    docker.io:\n      - mirror_url: http://10.0.0.300:5000\n", []string{`:4: registry_mirrors.hosts_config["docker.io"][0].mirror_url`, `host "10.0.0.300": not an IP address`}},
 	{"a tenant repository URL with a port that is not a number", "workload_clusters:\n  tenants:\n    team-a:\n      repository:\n        url: https://git.example.invalid:abc/x.git\n", []string{":5: workload_clusters.tenants.team-a.repository.url", "not a URL", "a port that is not a number"}},
 	{"an alerts webhook without a scheme", "notifications:\n  alerts:\n    address: alerts.example.invalid/hook\n", []string{":3: notifications.alerts.address", "no scheme"}},
-	// Notifications: a receiver's node port outside the range, or one without the receiver's token.
+	// Notifications: a receiver's node port outside the range, without the receiver's token, or with an OCI source.
 	{"a receiver node port outside the node port range", "notifications:\n  receiver:\n    node_port: 8080\n", []string{":3: notifications.receiver.node_port"}},
-	{"a receiver node port without the receiver's token", "notifications:\n  receiver:\n    node_port: 30292\n", []string{":3: notifications.receiver.node_port", "expected credentials.notifications.receiver_token"}},
+	{"a receiver node port without the receiver's token", "source:\n  type: git\n  url: https://git.example.invalid/platform.git\nnotifications:\n  receiver:\n    node_port: 30292\n", []string{":6: notifications.receiver.node_port", "expected credentials.notifications.receiver_token"}},
+	{"a receiver node port with an OCI source", "notifications:\n  receiver:\n    node_port: 30292\n", []string{":3: notifications.receiver.node_port", `the source is "oci"`, "expected source.type git"}},
 	// Secrets in the wrong place.
 	{"a password in the source URL", "source:\n  type: git\n  url: https://bob:t0ken@git.example.invalid/repo.git\n", []string{":3: source.url", "carries a password", "credentials.git"}},
 	{"credentials in --values", "credentials:\n  git:\n    password: x\n", []string{":1: credentials", "secrets file"}},

@@ -50,11 +50,15 @@ func receiverURL(t *testing.T, kc, port string) string {
 // now on a push is announced to it, as GitLab announces it. Removed when the test ends.
 func connectReceiver(t *testing.T, r *repository, url string) {
 	t.Helper()
-	tokenFile := filepath.Join(t.TempDir(), "receiver-token")
-	if err := os.WriteFile(tokenFile, []byte(r.receiverToken), 0o600); err != nil {
-		t.Fatal(err)
+	// The URL's path is derived from the token: both go to the script in files.
+	dir := t.TempDir()
+	urlFile, tokenFile := filepath.Join(dir, "receiver-url"), filepath.Join(dir, "receiver-token")
+	for file, content := range map[string]string{urlFile: url, tokenFile: r.receiverToken} {
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	gitServer(t, "hooks", "set", url, tokenFile)
+	gitServer(t, "hooks", "set", urlFile, tokenFile)
 	t.Cleanup(func() { gitServer(t, "hooks", "clear") })
 }
 

@@ -215,11 +215,15 @@ func (c *checker) sourceURL() {
 	}
 }
 
-// notifications: the receiver exists only with its token; a node port for it without one would
-// serve nothing, silently.
+// notifications: the receiver exists only for a git source and with its token; a node port for it
+// otherwise would serve nothing, silently.
 func (c *checker) notifications() {
 	port, set := lookup(c.merged, ParseKey("notifications.receiver.node_port"))
 	if !set || fmt.Sprint(port) == "0" {
+		return
+	}
+	if source, _ := c.str("source.type"); source != "git" {
+		c.add("notifications.receiver.node_port", "set, but the source is %q: the receiver exists only for a git source (an OCI source is pushed by the bootstrap command, which asks for its reconciliation itself); expected source.type git, or no node port", source)
 		return
 	}
 	if token, ok := c.str("credentials.notifications.receiver_token"); !ok || token == "" {
