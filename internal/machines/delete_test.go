@@ -43,11 +43,12 @@ func TestDeleteClustersWaitsUntilEachIsGoneOrGivenUp(t *testing.T) {
 		}
 	}
 
-	// Two clusters; "Cluster API" finishes one after the first progress report, the other later.
+	// Two clusters; "Cluster API" finishes one after the first progress report, the other once a
+	// report has shown the first gone (by report, not by time: a busy machine polls late).
 	a, b := create("a"), create("b")
 	var mu sync.Mutex
 	var reports [][]string
-	var once sync.Once
+	var releaseA, releaseB sync.Once
 	abandoned, err := machines.DeleteClusters(ctx, c, machines.Deletion{Clusters: []client.ObjectKey{a, b, {Namespace: ns, Name: "gone-already"}}, Timeout: time.Minute, Interval: 100 * time.Millisecond,
 		Progress: func(left []machines.View, _ time.Duration) {
 			mu.Lock()
@@ -57,7 +58,10 @@ func TestDeleteClustersWaitsUntilEachIsGoneOrGivenUp(t *testing.T) {
 				names = append(names, v.Name)
 			}
 			reports = append(reports, names)
-			once.Do(func() { go func() { release(a); time.Sleep(300 * time.Millisecond); release(b) }() })
+			releaseA.Do(func() { go release(a) })
+			if strings.Join(names, ",") == "b" {
+				releaseB.Do(func() { go release(b) })
+			}
 		}})
 	if err != nil || len(abandoned) != 0 {
 		t.Fatalf("deletion: %v, abandoned %v", err, abandoned)
