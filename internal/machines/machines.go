@@ -15,6 +15,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/external"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,17 +54,111 @@ type View struct {
 
 // Read looks at the cluster namespace/name.
 func Read(ctx context.Context, c client.Reader, namespace, name string) (View, error) {
-	v := View{Namespace: namespace, Name: name}
 	cl := &clusterv1.Cluster{}
 	err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cl)
 	if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
-		return v, nil
+		return View{Namespace: namespace, Name: name}, nil
 	}
 	if err != nil {
-		return v, fmt.Errorf("read Cluster %s: %w", name, err)
+		return View{Namespace: namespace, Name: name}, fmt.Errorf("read Cluster %s: %w", name, err)
 	}
-	v.Found = true
-	v.Phase = cl.Status.Phase
+	parts := clusterParts{controlPlanes: map[string]*unstructured.Unstructured{}}
+	if ref := cl.Spec.ControlPlaneRef; ref.IsDefined() {
+		cp, err := external.GetObjectFromContractVersionedRef(ctx, c, ref, namespace)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return View{Namespace: namespace, Name: name}, fmt.Errorf("control plane of %s: %w", name, err)
+		default:
+			parts.controlPlanes[controlPlaneKey(ref.APIGroup, ref.Kind, ref.Name)] = cp
+		}
+	}
+	ofCluster := client.MatchingLabels{clusterv1.ClusterNameLabel: name}
+	if err := c.List(ctx, &parts.deployments, client.InNamespace(namespace), ofCluster); err != nil {
+		return View{Namespace: namespace, Name: name}, fmt.Errorf("list the MachineDeployments of %s: %w", name, err)
+	}
+	if err := c.List(ctx, &parts.machines, client.InNamespace(namespace), ofCluster); err != nil {
+		return View{Namespace: namespace, Name: name}, fmt.Errorf("list the Machines of %s: %w", name, err)
+	}
+	return parts.view(cl), nil
+}
+
+// ReadNamespace looks at every cluster of the namespace, by name, with one list of each kind
+// whatever their number: a look at a management cluster with a hundred clusters costs what one
+// with a single cluster does, where a Read of each would cost five requests per cluster.
+func ReadNamespace(ctx context.Context, c client.Reader, namespace string) (map[string]View, error) {
+	clusters := &clusterv1.ClusterList{}
+	if err := c.List(ctx, clusters, client.InNamespace(namespace)); err != nil {
+		if apimeta.IsNoMatchError(err) {
+			return map[string]View{}, nil
+		}
+		return nil, fmt.Errorf("list the Clusters of %s: %w", namespace, err)
+	}
+	parts := clusterParts{controlPlanes: map[string]*unstructured.Unstructured{}}
+	if len(clusters.Items) > 0 {
+		if err := c.List(ctx, &parts.deployments, client.InNamespace(namespace)); err != nil {
+			return nil, fmt.Errorf("list the MachineDeployments of %s: %w", namespace, err)
+		}
+		if err := c.List(ctx, &parts.machines, client.InNamespace(namespace)); err != nil {
+			return nil, fmt.Errorf("list the Machines of %s: %w", namespace, err)
+		}
+	}
+	// Each kind of control plane once, listed at the API version Cluster API reads it at.
+	listed := map[schema.GroupKind]bool{}
+	for i := range clusters.Items {
+		ref := clusters.Items[i].Spec.ControlPlaneRef
+		gk := schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind}
+		if !ref.IsDefined() || listed[gk] {
+			continue
+		}
+		found, err := parts.listControlPlanes(ctx, c, ref, namespace)
+		if err != nil {
+			return nil, err
+		}
+		listed[gk] = found
+	}
+	out := make(map[string]View, len(clusters.Items))
+	for i := range clusters.Items {
+		out[clusters.Items[i].Name] = parts.view(&clusters.Items[i])
+	}
+	return out, nil
+}
+
+// clusterParts are the objects a cluster's view is made of: its control plane, MachineDeployments
+// and Machines, read for one cluster or for a whole namespace.
+type clusterParts struct {
+	controlPlanes map[string]*unstructured.Unstructured // by controlPlaneKey
+	deployments   clusterv1.MachineDeploymentList
+	machines      clusterv1.MachineList
+}
+
+func controlPlaneKey(group, kind, name string) string { return group + "/" + kind + "/" + name }
+
+// listControlPlanes lists the namespace's control planes of ref's kind, at the API version of the
+// contract as Cluster API reads ref; found is false while ref's object does not exist (its
+// version is not known from it, another cluster's reference will tell).
+func (p *clusterParts) listControlPlanes(ctx context.Context, c client.Reader, ref clusterv1.ContractVersionedObjectReference, namespace string) (bool, error) {
+	one, err := external.GetObjectFromContractVersionedRef(ctx, c, ref, namespace)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %s %s: %w", ref.Kind, ref.Name, err)
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(one.GroupVersionKind().GroupVersion().WithKind(ref.Kind + "List"))
+	if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return false, fmt.Errorf("list the %ss of %s: %w", ref.Kind, namespace, err)
+	}
+	for i := range list.Items {
+		p.controlPlanes[controlPlaneKey(ref.APIGroup, ref.Kind, list.Items[i].GetName())] = &list.Items[i]
+	}
+	return true, nil
+}
+
+// view is the cluster cl as its parts show it.
+func (p *clusterParts) view(cl *clusterv1.Cluster) View {
+	v := View{Namespace: cl.Namespace, Name: cl.Name, Found: true, Phase: cl.Status.Phase}
 	if v.Phase == "" {
 		v.Phase = "Pending"
 	}
@@ -78,16 +173,25 @@ func Read(ctx context.Context, c client.Reader, namespace, name string) (View, e
 			v.NotTrue = append(v.NotTrue, fmt.Sprintf("%s=%s (%s)", cond.Type, cond.Status, msg))
 		}
 	}
-	if v.Wanted, v.Unknown, err = wanted(ctx, c, cl); err != nil {
-		return v, err
+	// What the control plane and the MachineDeployments ask for, from their specs (their
+	// statuses lag behind a change).
+	if ref := cl.Spec.ControlPlaneRef; ref.IsDefined() {
+		if cp, ok := p.controlPlanes[controlPlaneKey(ref.APIGroup, ref.Kind, ref.Name)]; ok {
+			replicas, _, _ := unstructured.NestedInt64(cp.Object, "spec", "replicas")
+			v.Wanted += int(replicas)
+		} else {
+			v.Unknown = fmt.Sprintf("%s %s does not exist yet", ref.Kind, ref.Name)
+		}
 	}
-
-	list := &clusterv1.MachineList{}
-	if err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: name}); err != nil {
-		return v, fmt.Errorf("list the Machines of %s: %w", name, err)
+	for _, md := range p.deployments.Items {
+		if md.Labels[clusterv1.ClusterNameLabel] == cl.Name && md.Spec.Replicas != nil {
+			v.Wanted += int(*md.Spec.Replicas)
+		}
 	}
-	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
-	for _, m := range list.Items {
+	for _, m := range p.machines.Items {
+		if m.Labels[clusterv1.ClusterNameLabel] != cl.Name {
+			continue
+		}
 		_, cp := m.Labels[clusterv1.MachineControlPlaneLabel]
 		mv := Machine{Name: m.Name, ControlPlane: cp, Phase: m.Status.Phase, ProviderID: m.Spec.ProviderID, Node: m.Status.NodeRef.Name, Version: m.Spec.Version}
 		ready := apimeta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineReadyCondition)
@@ -99,7 +203,8 @@ func Read(ctx context.Context, c client.Reader, namespace, name string) (View, e
 		}
 		v.Machines = append(v.Machines, mv)
 	}
-	return v, nil
+	sort.Slice(v.Machines, func(i, j int) bool { return v.Machines[i].Name < v.Machines[j].Name })
+	return v
 }
 
 // transient are the conditions that describe an operation in progress, not a missing capability.
@@ -110,34 +215,6 @@ func transient(t string) bool {
 		return true
 	}
 	return strings.HasSuffix(t, "Deleting")
-}
-
-// wanted counts the replicas the control plane and the MachineDeployments of the cluster ask for,
-// from their specs (their statuses lag behind a change), or says why it cannot yet.
-func wanted(ctx context.Context, c client.Reader, cl *clusterv1.Cluster) (int, string, error) {
-	n, unknown := 0, ""
-	if ref := cl.Spec.ControlPlaneRef; ref.IsDefined() {
-		cp, err := external.GetObjectFromContractVersionedRef(ctx, c, ref, cl.Namespace)
-		switch {
-		case apierrors.IsNotFound(err):
-			unknown = fmt.Sprintf("%s %s does not exist yet", ref.Kind, ref.Name)
-		case err != nil:
-			return 0, "", fmt.Errorf("control plane of %s: %w", cl.Name, err)
-		default:
-			replicas, _, _ := unstructured.NestedInt64(cp.Object, "spec", "replicas")
-			n += int(replicas)
-		}
-	}
-	mds := &clusterv1.MachineDeploymentList{}
-	if err := c.List(ctx, mds, client.InNamespace(cl.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: cl.Name}); err != nil {
-		return 0, "", fmt.Errorf("list the MachineDeployments of %s: %w", cl.Name, err)
-	}
-	for _, md := range mds.Items {
-		if md.Spec.Replicas != nil {
-			n += int(*md.Spec.Replicas)
-		}
-	}
-	return n, unknown, nil
 }
 
 // Settled tells whether the cluster has the machines it asks for, every one ready; if not, it

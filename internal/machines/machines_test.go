@@ -1,6 +1,7 @@
 package machines_test
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -163,6 +164,28 @@ func TestTheMachinesOfACluster(t *testing.T) {
 	}
 	if lines := v.Lines(); len(lines) != 4 || !strings.HasPrefix(lines[1], "Machine wl-cp-0 (control plane): Running") {
 		t.Errorf("lines %q", lines)
+	}
+
+	// The whole namespace at once sees each cluster as Read does, and no cluster's machines,
+	// MachineDeployments or control plane in another's view.
+	other := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wl2"},
+		Spec: clusterv1.ClusterSpec{ControlPlaneRef: clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane", Name: "wl2-cp"}}}
+	if err := c.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	all, err := machines.ReadNamespace(ctx, c, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 || !reflect.DeepEqual(all["wl"], v) {
+		t.Errorf("the namespace's view of wl differs from Read's:\n%+v\n%+v", all["wl"], v)
+	}
+	alone, err := machines.Read(ctx, c, ns, "wl2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(all["wl2"], alone) || alone.Unknown != "KubeadmControlPlane wl2-cp does not exist yet" || len(alone.Machines) != 0 || alone.Wanted != 0 {
+		t.Errorf("wl2 alone %+v, in the namespace %+v", alone, all["wl2"])
 	}
 }
 
