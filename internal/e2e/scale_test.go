@@ -32,7 +32,7 @@ func TestTenWorkloadClustersFromOneCommit(t *testing.T) {
 			"workload_clusters:\n  default_limits:\n    clusters: %d\n    workers_replicas: 0\n    machines: %d\n", scaleClusters, 2*scaleClusters))
 	})
 	kc := managementKubeconfig()
-	peak := sampleMemory(t, "management")
+	used := sampleUsage(t, "management")
 
 	names := make([]string, scaleClusters)
 	for i := range names {
@@ -93,7 +93,7 @@ func TestTenWorkloadClustersFromOneCommit(t *testing.T) {
 		return kubectlQuiet(kc, "-n", "workload-clusters", "get", "clusters", "-o", "name") == ""
 	})
 	t.Logf("push -> %d workload clusters deleted: %s (Receiver)", scaleClusters, time.Since(pushed).Round(time.Second))
-	t.Logf("the management cluster's containers, peak memory over the test: %s", peak())
+	t.Logf("the management cluster's containers over the test: peak memory %s; CPU %s", used.Memory(), used.CPU())
 }
 
 // dockerQuiet is docker's output, or "" when it fails (a container gone meanwhile).
@@ -112,12 +112,42 @@ func countTrue(lines string) int {
 	return n
 }
 
-// sampleMemory follows the memory of a kind/CAPD cluster's containers every 10 s until the test
-// ends; the function returned says the peak of their sum.
-func sampleMemory(t *testing.T, cluster string) func() string {
+// usage is what sampleUsage saw of a cluster's containers.
+type usage struct {
+	mu sync.Mutex
+	// peakMemory is the peak of the containers' memory summed; cpu the containers' CPU summed at
+	// each sample, in cores.
+	peakMemory float64
+	cpu        []float64
+}
+
+// Memory is the peak of the containers' memory.
+func (u *usage) Memory() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return fmt.Sprintf("%.2f GiB", u.peakMemory/(1<<30))
+}
+
+// CPU is the containers' CPU, mean and peak of the samples, in cores.
+func (u *usage) CPU() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.cpu) == 0 {
+		return "no sample"
+	}
+	sum, peak := 0.0, 0.0
+	for _, c := range u.cpu {
+		sum += c
+		peak = max(peak, c)
+	}
+	return fmt.Sprintf("mean %.2f cores, peak %.2f (%d samples)", sum/float64(len(u.cpu)), peak, len(u.cpu))
+}
+
+// sampleUsage follows the memory and CPU of a kind/CAPD cluster's containers every 10 s until the
+// test ends.
+func sampleUsage(t *testing.T, cluster string) *usage {
 	t.Helper()
-	var mu sync.Mutex
-	var peak float64
+	u := &usage{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -125,15 +155,20 @@ func sampleMemory(t *testing.T, cluster string) func() string {
 		for {
 			ids := strings.Fields(dockerQuiet("ps", "-q", "--filter", "label=io.x-k8s.kind.cluster="+cluster))
 			if len(ids) > 0 {
-				out := dockerQuiet(append([]string{"stats", "--no-stream", "--format", "{{.MemUsage}}"}, ids...)...)
-				sum := 0.0
+				out := dockerQuiet(append([]string{"stats", "--no-stream", "--format", "{{.CPUPerc}} {{.MemUsage}}"}, ids...)...)
+				mem, cpu := 0.0, 0.0
 				for _, l := range strings.Split(out, "\n") {
-					used, _, _ := strings.Cut(l, " / ")
-					sum += parseBytes(strings.TrimSpace(used))
+					perc, rest, _ := strings.Cut(l, " ")
+					used, _, _ := strings.Cut(rest, " / ")
+					mem += parseBytes(strings.TrimSpace(used))
+					if f, err := strconv.ParseFloat(strings.TrimSuffix(perc, "%"), 64); err == nil {
+						cpu += f / 100
+					}
 				}
-				mu.Lock()
-				peak = max(peak, sum)
-				mu.Unlock()
+				u.mu.Lock()
+				u.peakMemory = max(u.peakMemory, mem)
+				u.cpu = append(u.cpu, cpu)
+				u.mu.Unlock()
 			}
 			select {
 			case <-ctx.Done():
@@ -143,11 +178,7 @@ func sampleMemory(t *testing.T, cluster string) func() string {
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	return func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return fmt.Sprintf("%.2f GiB", peak/(1<<30))
-	}
+	return u
 }
 
 // parseBytes reads docker stats' sizes: 512.3MiB, 1.2GiB, 800KiB, 12B.

@@ -2,6 +2,7 @@ package values
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -28,6 +29,7 @@ func Check(layers []Layer, merged map[string]any, s Settings, fallback Origin) P
 	c.sourceURL()
 	c.urls()
 	c.notifications()
+	c.infrastructures(s)
 	// A workload cluster's credentials are the management cluster's, given to its release in
 	// the cluster: offline, only an environment's own secrets can be checked.
 	if s.Cluster.Providers.Infrastructure == "capo" && s.Context != "workload" {
@@ -212,6 +214,29 @@ func (c *checker) sourceURL() {
 		if _, hasPassword := u.User.Password(); hasPassword {
 			c.add("source.url", "carries a password: expected the URL without it, and the credentials in credentials.git of the secrets file")
 		}
+	}
+}
+
+// infrastructures: in-memory clusters are a tenant's (simulated by CAPD, which a capd management
+// cluster runs); every other tenant's clusters run where the management cluster does.
+func (c *checker) infrastructures(s Settings) {
+	mgmt := s.Cluster.Providers.Infrastructure
+	if mgmt == "in-memory" && s.Context != "workload" {
+		c.add("cluster.providers.infrastructure", "in-memory simulates a tenant's workload clusters (workload_clusters.tenants.<namespace>.infrastructure): expected capd or capo for the cluster of an environment")
+	}
+	tenants, _ := lookup(c.merged, []string{"workload_clusters", "tenants"})
+	byName, _ := tenants.(map[string]any)
+	for _, ns := range slices.Sorted(maps.Keys(byName)) {
+		t, _ := byName[ns].(map[string]any)
+		infra, _ := t["infrastructure"].(string)
+		if infra == "" || infra == mgmt || infra == "in-memory" && mgmt == "capd" {
+			continue
+		}
+		want := mgmt
+		if mgmt == "capd" {
+			want += " or in-memory"
+		}
+		c.add("workload_clusters.tenants."+ns+".infrastructure", "%q, but the management cluster runs %s: expected %s", infra, mgmt, want)
 	}
 }
 

@@ -24,7 +24,8 @@ import (
 )
 
 // twoTenants is the platform's values of the admission tests: the default tenant and team-b, each
-// with a name prefix of its own, team-b with a limit of one cluster, and a management cluster
+// with a name prefix of its own, team-b with a limit of one cluster (and team-sim, whose clusters
+// are simulated in memory), and a management cluster
 // whose name starts with the default tenant's prefix (a prefix alone does not keep a tenant from
 // the platform's names).
 var twoTenants = map[string]any{
@@ -32,14 +33,17 @@ var twoTenants = map[string]any{
 	"workload_clusters": map[string]any{"tenants": map[string]any{
 		"workload-clusters": map[string]any{"name_prefix": "wl", "path": "./clusters/management/workload-clusters", "readers_group": readersA},
 		"team-b":            map[string]any{"name_prefix": "b-", "path": "./clusters/management/team-b", "limits": map[string]any{"clusters": 1}},
+		"team-sim":          map[string]any{"name_prefix": "sim-", "path": "./clusters/management/team-sim", "infrastructure": "in-memory"},
 	}},
 }
 
 const (
-	tenantA  = "system:serviceaccount:workload-clusters:tenant"
-	builderA = "system:serviceaccount:workload-clusters:cluster-builder"
-	tenantB  = "system:serviceaccount:team-b:tenant"
-	builderB = "system:serviceaccount:team-b:cluster-builder"
+	tenantA    = "system:serviceaccount:workload-clusters:tenant"
+	builderA   = "system:serviceaccount:workload-clusters:cluster-builder"
+	tenantB    = "system:serviceaccount:team-b:tenant"
+	builderB   = "system:serviceaccount:team-b:cluster-builder"
+	tenantSim  = "system:serviceaccount:team-sim:tenant"
+	builderSim = "system:serviceaccount:team-sim:cluster-builder"
 	// readersA is the default tenant's people; alice one of them.
 	readersA = "oidc:team-a"
 	alice    = "alice"
@@ -435,6 +439,14 @@ func admissionCases() []admissionCase {
 		{name: "a Cluster named like the management cluster", user: builderA, object: obj("cluster.x-k8s.io/v1beta2", "Cluster", "wl-management", map[string]any{"spec": map[string]any{"paused": true}}), refused: "not a name of the tenant's"},
 		{name: "a Cluster with another tenant's name", user: builderA, object: obj("cluster.x-k8s.io/v1beta2", "Cluster", "b-one", map[string]any{"spec": map[string]any{"paused": true}}), refused: "not a name of the tenant's"},
 		{name: "a DockerCluster taking over the management cluster's load balancer", user: builderA, object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DockerCluster", "wl-management", map[string]any{"spec": map[string]any{}}), refused: "not a name of the tenant's"},
+		// A tenant simulated in memory: CAPD's Dev kinds, in memory only, of its names only.
+		{name: "a cluster in memory", user: tenantSim, ns: "team-sim", edit: all(rename("sim-one"), del("spec.values.cluster.providers")), refused: ok},
+		{name: "Docker machines for a tenant in memory", user: tenantSim, ns: "team-sim", edit: all(rename("sim-one"), set("spec.values.cluster.providers.infrastructure", "capd")), refused: "spec.values.cluster.providers"},
+		{name: "its simulated cluster", user: builderSim, ns: "team-sim", object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DevCluster", "sim-one", map[string]any{"spec": map[string]any{"backend": map[string]any{"inMemory": map[string]any{}}}}), refused: ok},
+		{name: "a DevCluster of Docker containers", user: builderSim, ns: "team-sim", object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DevCluster", "sim-one", map[string]any{"spec": map[string]any{"backend": map[string]any{"docker": map[string]any{}}}}), refused: "simulated in memory"},
+		{name: "Dev machines of Docker containers with the host's socket", user: builderSim, ns: "team-sim", object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DevMachineTemplate", "sim-one-x", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"backend": map[string]any{
+			"docker": map[string]any{"extraMounts": []any{map[string]any{"containerPath": "/var/run/docker.sock", "hostPath": "/var/run/docker.sock"}}}}}}}}), refused: "simulated in memory"},
+		{name: "a DevCluster taking over the management cluster's load balancer", user: builderSim, ns: "team-sim", object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DevCluster", "wl-management", map[string]any{"spec": map[string]any{"backend": map[string]any{"inMemory": map[string]any{}}}}), refused: "not a name of the tenant's"},
 		{name: "machines with the host's Docker socket", user: builderA, object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DockerMachineTemplate", "wl1-x", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
 			"extraMounts": []any{map[string]any{"containerPath": "/var/run/docker.sock", "hostPath": "/var/run/docker.sock"}}}}}}), refused: "mount nothing of the host"},
 	}
@@ -468,6 +480,13 @@ func TestATenantsAccountsReachTheirNamespaceOnly(t *testing.T) {
 		{builderA, "update", "", "resourcequotas", "workload-clusters", false},
 		{builderA, "update", "admissionregistration.k8s.io", "validatingadmissionpolicies", "", false},
 		{builderB, "create", "cluster.x-k8s.io", "clusters", "workload-clusters", false},
+		{builderA, "create", "infrastructure.cluster.x-k8s.io", "dockerclusters", "workload-clusters", true},
+		{builderA, "create", "infrastructure.cluster.x-k8s.io", "devclusters", "workload-clusters", false},
+		{builderA, "create", "infrastructure.cluster.x-k8s.io", "openstackclusters", "workload-clusters", false},
+		{builderSim, "create", "infrastructure.cluster.x-k8s.io", "devclusters", "team-sim", true},
+		{builderSim, "create", "infrastructure.cluster.x-k8s.io", "devmachinetemplates", "team-sim", true},
+		{builderSim, "create", "infrastructure.cluster.x-k8s.io", "dockerclusters", "team-sim", false},
+		{builderSim, "create", "infrastructure.cluster.x-k8s.io", "dockermachinetemplates", "team-sim", false},
 		// The tenant's people read its clusters and kubeconfigs, by name, in its namespace only.
 		{alice, "get", "", "secrets", "workload-clusters", true},
 		{alice, "list", "", "secrets", "workload-clusters", false},

@@ -144,6 +144,98 @@ func TestAWorkloadDirectoryRendersItsClusterInTheTenantsNamespace(t *testing.T) 
 	}
 }
 
+// A tenant whose clusters are simulated in memory (CAPD's in-memory backend, for scale tests) gets
+// a DevCluster and DevMachineTemplates that touch nothing of the host, no unit that goes into the
+// cluster (it has no pods), and its gate waits for the Cluster itself; its builder may write the
+// Dev kinds only, and the policy admits its cluster.
+func TestAnInMemoryTenantsClustersAreSimulated(t *testing.T) {
+	mgmt, r := management(t, values.FromMap("(test)", map[string]any{"workload_clusters": map[string]any{"tenants": map[string]any{
+		"workload-clusters": map[string]any{"infrastructure": "in-memory"}}}}))
+	repo := t.TempDir()
+	// wl1 as its tenant writes it, without providers: the platform's are the tenant's.
+	rel := "clusters/management/workload-clusters/wl1/cluster.yaml"
+	data, err := os.ReadFile(filepath.Join("testdata", rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := strings.Replace(string(data), "      providers:\n        bootstrap: kubeadm\n        infrastructure: capd\n", "", 1)
+	if file == string(data) {
+		t.Fatal("wl1 names no providers to leave out")
+	}
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(repo, rel)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, rel), []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := workloads.Read(t.Context(), repo, mgmt, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Clusters) != 1 {
+		t.Fatalf("clusters: %v", p.Clusters)
+	}
+	if err := p.Admit(p.Clusters[0]); err != nil {
+		t.Errorf("refused: %v", err)
+	}
+	res, err := p.Render(t.Context(), r, p.Clusters[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var units, kinds []string
+	for _, o := range res.Objects {
+		obj := o.Object
+		if obj.GetKind() == "Kustomization" && o.Unit == "" {
+			units = append(units, obj.GetName())
+		}
+		kinds = append(kinds, obj.GetKind())
+		switch obj.GetKind() {
+		case "DevCluster":
+			if _, ok, _ := unstructured.NestedMap(obj.Object, "spec", "backend", "inMemory"); !ok || obj.GetName() != "wl1" {
+				t.Errorf("DevCluster %s: %v", obj.GetName(), obj.Object["spec"])
+			}
+		case "DevMachineTemplate":
+			backend, _, _ := unstructured.NestedMap(obj.Object, "spec", "template", "spec", "backend")
+			if _, ok := backend["inMemory"]; !ok || len(backend) != 1 {
+				t.Errorf("DevMachineTemplate %s: backend %v", obj.GetName(), backend)
+			}
+		case "DockerCluster", "DockerMachineTemplate":
+			t.Errorf("an in-memory cluster gets %s %s", obj.GetKind(), obj.GetName())
+		case "Kustomization":
+			if obj.GetName() == "wl1-cluster-ready" {
+				deps, _, _ := unstructured.NestedSlice(obj.Object, "spec", "dependsOn")
+				if len(deps) != 1 || deps[0].(map[string]any)["name"] != "wl1-cluster" {
+					t.Errorf("the gate depends on %v, want wl1-cluster", deps)
+				}
+			}
+		}
+	}
+	slices.Sort(units)
+	if want := []string{"wl1-cluster", "wl1-cluster-ready"}; !slices.Equal(units, want) {
+		t.Errorf("units %v, want %v", units, want)
+	}
+	for _, k := range []string{"Cluster", "KubeadmControlPlane", "MachineDeployment", "DevCluster", "DevMachineTemplate"} {
+		if !slices.Contains(kinds, k) {
+			t.Errorf("no %s among %v", k, kinds)
+		}
+	}
+	// The tenant's builder writes its infrastructure's kinds, none of Docker's.
+	for _, o := range mgmt.Objects {
+		if o.Object.GetKind() != "Role" || o.Object.GetName() != "cluster-builder" || o.Object.GetNamespace() != "workload-clusters" {
+			continue
+		}
+		rules, _, _ := unstructured.NestedSlice(o.Object.Object, "rules")
+		for _, rule := range rules {
+			m := rule.(map[string]any)
+			if groups := fmt.Sprint(m["apiGroups"]); groups == "[infrastructure.cluster.x-k8s.io]" {
+				if got := fmt.Sprint(m["resources"]); got != "[devclusters devmachinetemplates]" {
+					t.Errorf("the builder writes %s", got)
+				}
+			}
+		}
+	}
+}
+
 // The admission policy, evaluated offline, refuses what would let a tenant act as the platform,
 // and says why, naming the file.
 func TestThePolicyRefusesMoreThanAClusterDefinition(t *testing.T) {

@@ -6,8 +6,11 @@ capi-cluster.checks fails early, naming the values key, on what the templates ca
 {{- if not (has $p.bootstrap (list "kubeadm" "rke2")) -}}
   {{- fail (printf "cluster.providers.bootstrap: unknown provider %q, expected kubeadm or rke2" $p.bootstrap) -}}
 {{- end -}}
-{{- if not (has $p.infrastructure (list "capd" "capo")) -}}
-  {{- fail (printf "cluster.providers.infrastructure: unknown provider %q, expected capd or capo" $p.infrastructure) -}}
+{{- if not (has $p.infrastructure (list "capd" "capo" "in-memory")) -}}
+  {{- fail (printf "cluster.providers.infrastructure: unknown provider %q, expected capd, capo or in-memory" $p.infrastructure) -}}
+{{- end -}}
+{{- if and (eq $p.infrastructure "in-memory") (ne $p.bootstrap "kubeadm") -}}
+  {{- fail (printf "cluster.providers.bootstrap: %s with the in-memory infrastructure, expected kubeadm (the only control plane it simulates)" $p.bootstrap) -}}
 {{- end -}}
 {{- if and (eq $p.infrastructure "capo") (not (dig "openstack" "clouds_yaml" "" (.Values.credentials | default dict))) -}}
   {{- fail "credentials.openstack.clouds_yaml: required with the capo provider (in secrets.yaml)" -}}
@@ -56,6 +59,8 @@ capi-cluster.infra: apiGroup, kinds and API version of the infrastructure provid
 {{- define "capi-cluster.infra" -}}
 {{- if eq .Values.cluster.providers.infrastructure "capd" -}}
 {{- dict "apiVersion" "infrastructure.cluster.x-k8s.io/v1beta2" "cluster" "DockerCluster" "template" "DockerMachineTemplate" | toJson -}}
+{{- else if eq .Values.cluster.providers.infrastructure "in-memory" -}}
+{{- dict "apiVersion" "infrastructure.cluster.x-k8s.io/v1beta2" "cluster" "DevCluster" "template" "DevMachineTemplate" | toJson -}}
 {{- else -}}
 {{- dict "apiVersion" "infrastructure.cluster.x-k8s.io/v1beta1" "cluster" "OpenStackCluster" "template" "OpenStackMachineTemplate" | toJson -}}
 {{- end -}}
@@ -75,6 +80,14 @@ Input: (list $root $role).
   {{- $_ := set $spec "extraMounts" (list (dict "containerPath" "/var/run/docker.sock" "hostPath" "/var/run/docker.sock")) -}}
 {{- end -}}
 {{- toJson $spec -}}
+{{- else if eq $c.providers.infrastructure "in-memory" -}}
+{{- /* CAPD's in-memory backend: a machine, its node, etcd and API server are objects in CAPD's
+     memory that come up after these times, as Cluster API's own scale tests set them. Nothing of
+     the host is used. */ -}}
+{{- $startup := dict "provisioning" (dict "startupDuration" "2s" "startupJitter" "0.2") -}}
+{{- toJson (dict "backend" (dict "inMemory" (dict
+      "vm" (dict "provisioning" (dict "startupDuration" "10s" "startupJitter" "0.2"))
+      "node" $startup "apiServer" $startup "etcd" $startup))) -}}
 {{- else -}}
 {{- $spec := dict
       "flavor" (index $c $role).flavor
@@ -178,7 +191,7 @@ capi-cluster.kubeletArgs: kubelet arguments of every kubeadm machine.
 {{- if eq .Values.cluster.providers.infrastructure "capd" -}}
   {{- /* A machine is a container on the host's disk: never evict pods for host disk pressure. */ -}}
   {{- $args = append $args (dict "name" "eviction-hard" "value" "nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%") -}}
-{{- else -}}
+{{- else if eq .Values.cluster.providers.infrastructure "capo" -}}
   {{- $args = append $args (dict "name" "provider-id" "value" "openstack:///{{ v1.instance_id }}") -}}
 {{- end -}}
 {{- toJson $args -}}

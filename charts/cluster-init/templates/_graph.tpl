@@ -156,6 +156,12 @@ cluster-init.checkProviders fails on a provider name that no unit implements.
 {{- if not (has $p.bootstrap $bootstrap) -}}
   {{- fail (printf "cluster.providers.bootstrap: unknown provider %q, expected one of %s" $p.bootstrap (join ", " $bootstrap)) -}}
 {{- end -}}
+{{- if eq .Values.context "workload" -}}
+  {{- $infra = append $infra "in-memory" -}}
+{{- end -}}
+{{- if and (eq $p.infrastructure "in-memory") (ne .Values.context "workload") -}}
+  {{- fail "cluster.providers.infrastructure: in-memory simulates a tenant's workload clusters (workload_clusters.tenants.<namespace>.infrastructure), expected capd or capo for the cluster of an environment" -}}
+{{- end -}}
 {{- if not (has $p.infrastructure $infra) -}}
   {{- fail (printf "cluster.providers.infrastructure: unknown provider %q, expected one of %s" $p.infrastructure (join ", " $infra)) -}}
 {{- end -}}

@@ -45,7 +45,7 @@ makes of a template, it cannot write outside the namespace.
 
 {{/*
 workload-clusters.tenant: a tenant's settings, defaults applied and checked.
-Input: (list $root $namespace $tenant). Output: JSON {path, name_prefix, limits, repository,
+Input: (list $root $namespace $tenant). Output: JSON {path, infrastructure, name_prefix, limits, repository,
 repository_url, git_credentials, readers_group}; repository is "" for the platform's.
 */}}
 {{- define "workload-clusters.tenant" -}}
@@ -63,8 +63,16 @@ repository_url, git_credentials, readers_group}; repository is "" for the platfo
 {{- if and $creds (not $t.repository) -}}
   {{- fail (printf "credentials.tenants.%s: credentials for a repository of its own, but workload_clusters.tenants.%s.repository is not set: expected its url there (the tenant reads its directory of the platform's repository otherwise)" $ns $ns) -}}
 {{- end -}}
+{{- /* What the tenant's clusters run on: the management cluster's infrastructure, or CAPD's
+     in-memory simulation where CAPD runs (the provider serves both). */ -}}
+{{- $mgmtInfra := $root.Values.cluster.providers.infrastructure -}}
+{{- $infra := $t.infrastructure | default $mgmtInfra -}}
+{{- if not (or (eq $infra $mgmtInfra) (and (eq $infra "in-memory") (eq $mgmtInfra "capd"))) -}}
+  {{- fail (printf "%s.infrastructure: %q, but the management cluster runs %s: expected %s%s" $key $infra $mgmtInfra $mgmtInfra (ternary " or in-memory" "" (eq $mgmtInfra "capd"))) -}}
+{{- end -}}
 {{- dict
       "path" (include "workload-clusters.path" (list $root $t))
+      "infrastructure" $infra
       "name_prefix" ($t.name_prefix | default "")
       "limits" $limits
       "repository" ($t.repository | default "")
@@ -168,4 +176,19 @@ status the tenant reads), no generator, no path out. Input: the path (./a/b/c, o
 {{- end -}}
 {{- $lines = concat $lines (list "kustomization.yaml" "kustomization.yml" "Kustomization") -}}
 {{- join "\n" $lines -}}
+{{- end -}}
+
+{{/*
+workload-clusters.infrastructureResources: the resources of the infrastructure provider objects a
+tenant's clusters are made of (charts/capi-cluster), and nothing of another infrastructure.
+Input: the infrastructure (capd, capo or in-memory). Output: JSON list.
+*/}}
+{{- define "workload-clusters.infrastructureResources" -}}
+{{- if eq . "capd" -}}
+{{- list "dockerclusters" "dockermachinetemplates" | toJson -}}
+{{- else if eq . "in-memory" -}}
+{{- list "devclusters" "devmachinetemplates" | toJson -}}
+{{- else -}}
+{{- list "openstackclusters" "openstackmachinetemplates" | toJson -}}
+{{- end -}}
 {{- end -}}
