@@ -195,3 +195,21 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		time.Sleep(5 * time.Second)
 	}
 }
+
+// waitExplained is waitFor for long waits: every few minutes, and at the timeout, it logs what
+// explain says of the state (what is still missing), so a run that does not converge says where.
+func waitExplained(t *testing.T, timeout time.Duration, what string, cond func() bool, explain func() string) {
+	t.Helper()
+	start := time.Now()
+	lastLog := start
+	for !cond() {
+		if time.Since(start) > timeout {
+			t.Fatalf("timed out after %s waiting for %s; state:\n%s", timeout, what, explain())
+		}
+		if time.Since(lastLog) > 3*time.Minute {
+			t.Logf("still waiting for %s after %s:\n%s", what, time.Since(start).Round(time.Second), explain())
+			lastLog = time.Now()
+		}
+		time.Sleep(5 * time.Second)
+	}
+}

@@ -44,7 +44,7 @@ func TestAHundredInMemoryWorkloadClusters(t *testing.T) {
 	pushed := r.commit(t, fmt.Sprintf("%d in-memory workload clusters", inMemoryClusters))
 	var quarters []string
 	next := inMemoryClusters / 4
-	waitFor(t, 80*time.Minute, fmt.Sprintf("%d in-memory workload clusters Available", inMemoryClusters), func() bool {
+	waitExplained(t, 80*time.Minute, fmt.Sprintf("%d in-memory workload clusters Available", inMemoryClusters), func() bool {
 		n := countTrue(kubectlQuiet(kc, "-n", "workload-clusters", "get", "clusters", "-o",
 			`jsonpath={range .items[*]}{.status.conditions[?(@.type=="Available")].status}{"\n"}{end}`))
 		for n >= next && next <= inMemoryClusters {
@@ -52,7 +52,7 @@ func TestAHundredInMemoryWorkloadClusters(t *testing.T) {
 			next += inMemoryClusters / 4
 		}
 		return n == inMemoryClusters
-	})
+	}, func() string { return clustersState(kc, "workload-clusters", 12) })
 	t.Logf("push -> %d in-memory workload clusters Available: %s (%s; Receiver)", inMemoryClusters, time.Since(pushed).Round(time.Second), strings.Join(quarters, ", "))
 
 	// The management cluster kept up: every unit and the tenant's Kustomization ready, and each

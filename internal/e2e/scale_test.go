@@ -41,19 +41,19 @@ func TestTenWorkloadClustersFromOneCommit(t *testing.T) {
 			strings.Replace(workloadCluster(names[i], "", ""), "      workers:\n        replicas: 1\n", "      workers:\n        replicas: 0\n", 1))
 	}
 	pushed := r.commit(t, fmt.Sprintf("%d workload clusters", scaleClusters))
-	waitFor(t, 60*time.Minute, fmt.Sprintf("%d workload clusters Available", scaleClusters), func() bool {
+	waitExplained(t, 45*time.Minute, fmt.Sprintf("%d workload clusters Available", scaleClusters), func() bool {
 		return countTrue(kubectlQuiet(kc, "-n", "workload-clusters", "get", "clusters", "-o",
 			`jsonpath={range .items[*]}{.status.conditions[?(@.type=="Available")].status}{"\n"}{end}`)) == scaleClusters
-	})
+	}, func() string { return clustersState(kc, "workload-clusters", 12) })
 	available := time.Since(pushed).Round(time.Second)
 	cni := make([]string, 0, scaleClusters)
 	for _, n := range names {
 		cni = append(cni, n+"-cni")
 	}
-	waitFor(t, 20*time.Minute, "the CNI of every cluster Ready", func() bool {
+	waitExplained(t, 20*time.Minute, "the CNI of every cluster Ready", func() bool {
 		return countTrue(kubectlQuiet(kc, append([]string{"-n", "workload-clusters", "get", "kustomization", "-o",
 			`jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`}, cni...)...)) == scaleClusters
-	})
+	}, func() string { return clustersState(kc, "workload-clusters", 12) })
 	ready := time.Since(pushed).Round(time.Second)
 	t.Logf("push -> %d workload clusters Available: %s; their CNI Ready: %s (Receiver)", scaleClusters, available, ready)
 
@@ -196,4 +196,35 @@ func parseBytes(s string) float64 {
 		}
 	}
 	return 0
+}
+
+// clustersState says what of a namespace's workload clusters is not there yet: how many are
+// Available, then each cluster that is not with its phase and Available message, each machine not
+// Running, and each Kustomization not Ready (at most limit lines of each).
+func clustersState(kc, ns string, limit int) string {
+	pick := func(lines string, keep func(string) bool) []string {
+		var out []string
+		for _, l := range strings.Split(lines, "\n") {
+			if l != "" && keep(l) {
+				out = append(out, "  "+l)
+			}
+		}
+		if len(out) > limit {
+			out = append(out[:limit], fmt.Sprintf("  … and %d more", len(out)-limit))
+		}
+		return out
+	}
+	clusters := kubectlQuiet(kc, "-n", ns, "get", "clusters", "-o",
+		`jsonpath={range .items[*]}{.metadata.name} {.status.phase} Available={.status.conditions[?(@.type=="Available")].status}: {.status.conditions[?(@.type=="Available")].message}{"\n"}{end}`)
+	waiting := pick(clusters, func(l string) bool { return !strings.Contains(l, " Available=True:") })
+	machines := pick(kubectlQuiet(kc, "-n", ns, "get", "machines", "-o",
+		`jsonpath={range .items[*]}machine {.metadata.name} {.status.phase}: {.status.conditions[?(@.type=="Ready")].message}{"\n"}{end}`),
+		func(l string) bool { return !strings.Contains(l, " Running:") })
+	kustomizations := pick(kubectlQuiet(kc, "-n", ns, "get", "kustomizations", "-o",
+		`jsonpath={range .items[*]}kustomization {.metadata.name} Ready={.status.conditions[?(@.type=="Ready")].status}: {.status.conditions[?(@.type=="Ready")].message}{"\n"}{end}`),
+		func(l string) bool { return !strings.Contains(l, " Ready=True:") })
+	total := len(strings.Split(strings.TrimSpace(clusters), "\n"))
+	head := fmt.Sprintf("  %d of %d clusters Available", countTrue(kubectlQuiet(kc, "-n", ns, "get", "clusters", "-o",
+		`jsonpath={range .items[*]}{.status.conditions[?(@.type=="Available")].status}{"\n"}{end}`)), total)
+	return strings.Join(append(append(append([]string{head}, waiting...), machines...), kustomizations...), "\n")
 }
