@@ -2,6 +2,8 @@ package workloads_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -599,5 +601,61 @@ func (paramsEdits) param(ns, key, value string) func() *unstructured.Unstructure
 		u.SetName(name)
 		u.SetNamespace(ns)
 		return u
+	}
+}
+
+// What a tenant's builder creates for a cluster, as the cluster chart renders it (on Docker
+// machines for the default tenant, simulated in memory for team-sim), is admitted by the API
+// server: its CRDs' schemas, the builder's Role and the tenants' policies.
+func TestABuildersClusterAsItsChartRendersItIsAdmitted(t *testing.T) {
+	tb := startTenantTestbed(t)
+	mgmt, r := management(t, values.FromMap("(test)", twoTenants))
+	data, err := os.ReadFile(filepath.Join("testdata", "clusters/management/workload-clusters/wl1/cluster.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := strings.ReplaceAll(strings.Replace(string(data), "      providers:\n        bootstrap: kubeadm\n        infrastructure: capd\n", "", 1), "wl1", "sim-one")
+	repo := t.TempDir()
+	for rel, file := range map[string]string{
+		"clusters/management/workload-clusters/wl1/cluster.yaml": string(data),
+		"clusters/management/team-sim/sim-one/cluster.yaml":      sim,
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(repo, rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(repo, rel), []byte(file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := workloads.Read(t.Context(), repo, mgmt, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	builders := map[string]string{"workload-clusters": builderA, "team-sim": builderSim}
+	if len(p.Clusters) != len(builders) {
+		t.Fatalf("clusters: %v", p.Clusters)
+	}
+	for _, c := range p.Clusters {
+		t.Run(c.Name, func(t *testing.T) {
+			res, err := p.Render(t.Context(), r, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kinds []string
+			for _, o := range res.Objects {
+				if o.Release == nil || o.Release.Name != c.Name+"-cluster" {
+					continue
+				}
+				obj := o.Object.DeepCopy()
+				obj.SetNamespace(c.Release.GetNamespace())
+				kinds = append(kinds, obj.GetKind())
+				if err := tb.create(t, builders[obj.GetNamespace()], obj); err != nil {
+					t.Errorf("%s %s/%s refused: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+				}
+			}
+			if len(kinds) < 5 {
+				t.Errorf("the cluster chart rendered only %v", kinds)
+			}
+		})
 	}
 }

@@ -188,8 +188,10 @@ capi-cluster.kubeletArgs: kubelet arguments of every kubeadm machine.
 */}}
 {{- define "capi-cluster.kubeletArgs" -}}
 {{- $args := list -}}
-{{- if eq .Values.cluster.providers.infrastructure "capd" -}}
-  {{- /* A machine is a container on the host's disk: never evict pods for host disk pressure. */ -}}
+{{- if has .Values.cluster.providers.infrastructure (list "capd" "in-memory") -}}
+  {{- /* A machine is a container on the host's disk: never evict pods for host disk pressure. A
+  simulated machine takes the same (Cluster API's in-memory templates do): kubeadm's
+  nodeRegistration may not be empty. */ -}}
   {{- $args = append $args (dict "name" "eviction-hard" "value" "nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%") -}}
 {{- else if eq .Values.cluster.providers.infrastructure "capo" -}}
   {{- $args = append $args (dict "name" "provider-id" "value" "openstack:///{{ v1.instance_id }}") -}}
