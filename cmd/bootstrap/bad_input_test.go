@@ -61,7 +61,8 @@ var badValues = []struct {
 	{"a receiver node port with an OCI source", "notifications:\n  receiver:\n    node_port: 30292\n", []string{":3: notifications.receiver.node_port", `the source is "oci"`, "expected source.type git"}},
 	// Infrastructures: in-memory is a tenant's, and a tenant's clusters run where CAPD or the management cluster's provider does.
 	{"an environment's cluster in memory", "cluster:\n  providers:\n    infrastructure: in-memory\n", []string{":3: cluster.providers.infrastructure", "in-memory simulates a tenant's workload clusters"}},
-	{"a tenant on an infrastructure the management cluster does not run", "workload_clusters:\n  tenants:\n    team-x:\n      infrastructure: capo\n", []string{":4: workload_clusters.tenants.team-x.infrastructure", "the management cluster runs capd", "expected capd or in-memory"}},
+	{"a tenant on an infrastructure the management cluster does not run", "workload_clusters:\n  tenants:\n    team-x:\n      infrastructure: capo\n", []string{":4: workload_clusters.tenants.team-x.infrastructure", "infrastructure capd", "expected capd or in-memory"}},
+	{"a tenant in memory beside an rke2 management cluster", "cluster:\n  providers:\n    bootstrap: rke2\nworkload_clusters:\n  tenants:\n    team-x:\n      infrastructure: in-memory\n", []string{":7: workload_clusters.tenants.team-x.infrastructure", "in-memory needs kubeadm on capd", "expected capd"}},
 	// Secrets in the wrong place.
 	{"a password in the source URL", "source:\n  type: git\n  url: https://bob:t0ken@git.example.invalid/repo.git\n", []string{":3: source.url", "carries a password", "credentials.git"}},
 	{"credentials in --values", "credentials:\n  git:\n    password: x\n", []string{":1: credentials", "secrets file"}},

@@ -217,26 +217,28 @@ func (c *checker) sourceURL() {
 	}
 }
 
-// infrastructures: in-memory clusters are a tenant's (simulated by CAPD, which a capd management
-// cluster runs); every other tenant's clusters run where the management cluster does.
+// infrastructures: in-memory clusters are a tenant's, simulated by CAPD (which a capd management
+// cluster runs) with kubeadm's control plane (the only one it simulates); every other tenant's
+// clusters run where the management cluster does.
 func (c *checker) infrastructures(s Settings) {
-	mgmt := s.Cluster.Providers.Infrastructure
+	mgmt, bootstrap := s.Cluster.Providers.Infrastructure, s.Cluster.Providers.Bootstrap
 	if mgmt == "in-memory" && s.Context != "workload" {
 		c.add("cluster.providers.infrastructure", "in-memory simulates a tenant's workload clusters (workload_clusters.tenants.<namespace>.infrastructure): expected capd or capo for the cluster of an environment")
 	}
+	simulates := mgmt == "capd" && bootstrap == "kubeadm"
 	tenants, _ := lookup(c.merged, []string{"workload_clusters", "tenants"})
 	byName, _ := tenants.(map[string]any)
 	for _, ns := range slices.Sorted(maps.Keys(byName)) {
 		t, _ := byName[ns].(map[string]any)
 		infra, _ := t["infrastructure"].(string)
-		if infra == "" || infra == mgmt || infra == "in-memory" && mgmt == "capd" {
+		if infra == "" || infra == mgmt || infra == "in-memory" && simulates {
 			continue
 		}
 		want := mgmt
-		if mgmt == "capd" {
+		if simulates {
 			want += " or in-memory"
 		}
-		c.add("workload_clusters.tenants."+ns+".infrastructure", "%q, but the management cluster runs %s: expected %s", infra, mgmt, want)
+		c.add("workload_clusters.tenants."+ns+".infrastructure", "%q, but the management cluster runs bootstrap %s and infrastructure %s (in-memory needs kubeadm on capd): expected %s", infra, bootstrap, mgmt, want)
 	}
 }
 

@@ -64,11 +64,13 @@ repository_url, git_credentials, readers_group}; repository is "" for the platfo
   {{- fail (printf "credentials.tenants.%s: credentials for a repository of its own, but workload_clusters.tenants.%s.repository is not set: expected its url there (the tenant reads its directory of the platform's repository otherwise)" $ns $ns) -}}
 {{- end -}}
 {{- /* What the tenant's clusters run on: the management cluster's infrastructure, or CAPD's
-     in-memory simulation where CAPD runs (the provider serves both). */ -}}
-{{- $mgmtInfra := $root.Values.cluster.providers.infrastructure -}}
-{{- $infra := $t.infrastructure | default $mgmtInfra -}}
-{{- if not (or (eq $infra $mgmtInfra) (and (eq $infra "in-memory") (eq $mgmtInfra "capd"))) -}}
-  {{- fail (printf "%s.infrastructure: %q, but the management cluster runs %s: expected %s%s" $key $infra $mgmtInfra $mgmtInfra (ternary " or in-memory" "" (eq $mgmtInfra "capd"))) -}}
+     in-memory simulation where CAPD runs (the provider serves both) with kubeadm (the only
+     control plane it simulates). */ -}}
+{{- $mgmt := $root.Values.cluster.providers -}}
+{{- $infra := $t.infrastructure | default $mgmt.infrastructure -}}
+{{- $simulates := and (eq $mgmt.infrastructure "capd") (eq $mgmt.bootstrap "kubeadm") -}}
+{{- if not (or (eq $infra $mgmt.infrastructure) (and (eq $infra "in-memory") $simulates)) -}}
+  {{- fail (printf "%s.infrastructure: %q, but the management cluster runs bootstrap %s and infrastructure %s (in-memory needs kubeadm on capd): expected %s%s" $key $infra $mgmt.bootstrap $mgmt.infrastructure $mgmt.infrastructure (ternary " or in-memory" "" $simulates)) -}}
 {{- end -}}
 {{- dict
       "path" (include "workload-clusters.path" (list $root $t))
