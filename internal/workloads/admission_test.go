@@ -446,6 +446,11 @@ func admissionCases() []admissionCase {
 		{name: "Docker machines for a tenant in memory", user: tenantSim, ns: "team-sim", edit: all(rename("sim-one"), set("spec.values.cluster.providers.infrastructure", "capd")), refused: "spec.values.cluster.providers"},
 		{name: "its simulated cluster", user: builderSim, ns: "team-sim", object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DevCluster", "sim-one", map[string]any{"spec": map[string]any{"backend": map[string]any{"inMemory": map[string]any{}}}}), refused: ok},
 		{name: "a DevCluster of Docker containers", user: builderSim, ns: "team-sim", object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DevCluster", "sim-one", map[string]any{"spec": map[string]any{"backend": map[string]any{"docker": map[string]any{}}}}), refused: "simulated in memory"},
+		{name: "a DevCluster simulated and of Docker containers at once", user: builderSim, ns: "team-sim", object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DevCluster", "sim-one", map[string]any{"spec": map[string]any{"backend": map[string]any{"inMemory": map[string]any{}, "docker": map[string]any{}}}}), refused: "simulated in memory"},
+		{name: "the default tenant's names, from the simulated tenant", user: tenantSim, ns: "team-sim", edit: all(rename("wl9"), del("spec.values.cluster.providers")), refused: "are named sim-"},
+		{name: "a thousand simulated workers", user: tenantSim, ns: "team-sim", edit: all(rename("sim-one"), del("spec.values.cluster.providers"), set("spec.values.cluster.workers.replicas", int64(1000))), refused: "spec.values.cluster.workers"},
+		{name: "a document injected through a simulated cluster's version", user: tenantSim, ns: "team-sim", edit: all(rename("sim-one"), del("spec.values.cluster.providers"), set("spec.values.cluster.kubernetes_version", "v1.37.0\n---\nkind: ClusterRoleBinding")), refused: "kubernetes_version"},
+		{name: "a backend key of its own in a simulated cluster's values", user: tenantSim, ns: "team-sim", edit: all(rename("sim-one"), del("spec.values.cluster.providers"), set("spec.values.cluster.backend", map[string]any{"docker": map[string]any{}})), refused: "spec.values.cluster"},
 		{name: "Dev machines of Docker containers with the host's socket", user: builderSim, ns: "team-sim", object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DevMachineTemplate", "sim-one-x", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"backend": map[string]any{
 			"docker": map[string]any{"extraMounts": []any{map[string]any{"containerPath": "/var/run/docker.sock", "hostPath": "/var/run/docker.sock"}}}}}}}}), refused: "simulated in memory"},
 		{name: "a DevCluster taking over the management cluster's load balancer", user: builderSim, ns: "team-sim", object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DevCluster", "wl-management", map[string]any{"spec": map[string]any{"backend": map[string]any{"inMemory": map[string]any{}}}}), refused: "not a name of the tenant's"},
@@ -610,23 +615,14 @@ func (paramsEdits) param(ns, key, value string) func() *unstructured.Unstructure
 func TestABuildersClusterAsItsChartRendersItIsAdmitted(t *testing.T) {
 	tb := startTenantTestbed(t)
 	mgmt, r := management(t, values.FromMap("(test)", twoTenants))
-	data, err := os.ReadFile(filepath.Join("testdata", "clusters/management/workload-clusters/wl1/cluster.yaml"))
+	wl1, err := os.ReadFile(filepath.Join("testdata", "clusters/management/workload-clusters/wl1/cluster.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim := strings.ReplaceAll(strings.Replace(string(data), "      providers:\n        bootstrap: kubeadm\n        infrastructure: capd\n", "", 1), "wl1", "sim-one")
-	repo := t.TempDir()
-	for rel, file := range map[string]string{
-		"clusters/management/workload-clusters/wl1/cluster.yaml": string(data),
-		"clusters/management/team-sim/sim-one/cluster.yaml":      sim,
-	} {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(repo, rel)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(repo, rel), []byte(file), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	repo := writeRepository(t, map[string]string{
+		"clusters/management/workload-clusters/wl1/cluster.yaml": string(wl1),
+		"clusters/management/team-sim/sim-one/cluster.yaml":      wl1WithoutProviders(t, "sim-one"),
+	})
 	p, err := workloads.Read(t.Context(), repo, mgmt, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -657,5 +653,16 @@ func TestABuildersClusterAsItsChartRendersItIsAdmitted(t *testing.T) {
 				t.Errorf("the cluster chart rendered only %v", kinds)
 			}
 		})
+	}
+
+	// Once created, the simulated cluster cannot be turned into Docker containers either.
+	dev := obj("infrastructure.cluster.x-k8s.io/v1beta2", "DevCluster", "sim-one", map[string]any{"spec": map[string]any{"backend": map[string]any{"inMemory": map[string]any{}}}})()
+	dev.SetNamespace("team-sim")
+	if err := tb.as(t, builderSim).Create(t.Context(), dev); err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedMap(dev.Object, map[string]any{}, "spec", "backend", "docker")
+	if err := tb.as(t, builderSim).Update(t.Context(), dev); err == nil || !strings.Contains(err.Error(), "simulated in memory") {
+		t.Errorf("a simulated cluster updated to Docker containers: %v", err)
 	}
 }

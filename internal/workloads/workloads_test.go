@@ -151,23 +151,8 @@ func TestAWorkloadDirectoryRendersItsClusterInTheTenantsNamespace(t *testing.T) 
 func TestAnInMemoryTenantsClustersAreSimulated(t *testing.T) {
 	mgmt, r := management(t, values.FromMap("(test)", map[string]any{"workload_clusters": map[string]any{"tenants": map[string]any{
 		"workload-clusters": map[string]any{"infrastructure": "in-memory"}}}}))
-	repo := t.TempDir()
 	// wl1 as its tenant writes it, without providers: the platform's are the tenant's.
-	rel := "clusters/management/workload-clusters/wl1/cluster.yaml"
-	data, err := os.ReadFile(filepath.Join("testdata", rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := strings.Replace(string(data), "      providers:\n        bootstrap: kubeadm\n        infrastructure: capd\n", "", 1)
-	if file == string(data) {
-		t.Fatal("wl1 names no providers to leave out")
-	}
-	if err := os.MkdirAll(filepath.Dir(filepath.Join(repo, rel)), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(repo, rel), []byte(file), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	repo := writeRepository(t, map[string]string{"clusters/management/workload-clusters/wl1/cluster.yaml": wl1WithoutProviders(t, "wl1")})
 	p, err := workloads.Read(t.Context(), repo, mgmt, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -488,4 +473,34 @@ func TestATenantsRepositoryIsChecked(t *testing.T) {
 	if _, err := renderTenants(t, tenantsEnvironment(t, root, "workload_clusters:\n  tenants:\n    workload-clusters: {name_prefix: wl-}\n    team-a: {name_prefix: a-, repository: {url: \"https://git.example/a.git\"}}\n    team-b: {name_prefix: b-, repository: {url: \"https://git.example/b.git\"}}\n", "credentials: {}\n")); err != nil {
 		t.Errorf("two tenants with repositories of their own: %v", err)
 	}
+}
+
+// wl1WithoutProviders is testdata's wl1 named name, without its providers: as a tenant writes
+// it, the platform's providers being the tenant's.
+func wl1WithoutProviders(t *testing.T, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "clusters/management/workload-clusters/wl1/cluster.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := strings.Replace(string(data), "      providers:\n        bootstrap: kubeadm\n        infrastructure: capd\n", "", 1)
+	if file == string(data) {
+		t.Fatal("wl1 names no providers to leave out")
+	}
+	return strings.ReplaceAll(file, "wl1", name)
+}
+
+// writeRepository is a repository holding files (path: content).
+func writeRepository(t *testing.T, files map[string]string) string {
+	t.Helper()
+	repo := t.TempDir()
+	for rel, content := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(repo, rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(repo, rel), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return repo
 }
