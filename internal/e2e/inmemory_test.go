@@ -57,17 +57,7 @@ func TestAHundredInMemoryWorkloadClusters(t *testing.T) {
 
 	// The management cluster kept up: every unit and the tenant's Kustomization ready, and each
 	// cluster's own units.
-	out := kubectlQuiet(kc, "-n", "cluster-init", "get", "kustomizations", "-o",
-		`jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
-	out += "\n" + kubectlQuiet(kc, "-n", "workload-clusters", "get", "kustomizations", "-o",
-		`jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
-	notReady := 0
-	for _, l := range strings.Split(out, "\n") {
-		if l != "" && !strings.HasSuffix(l, "=True") {
-			notReady++
-			t.Errorf("Kustomization %s not ready with %d clusters", l, inMemoryClusters)
-		}
-	}
+	expectKustomizationsReady(t, kc, fmt.Sprintf("with %d clusters", inMemoryClusters), "cluster-init/", "workload-clusters/")
 	for i := range 2 {
 		start := time.Now()
 		status := bootstrapOK(t, "status", env, "--repo", r.dir, "--age-key-file", r.key)

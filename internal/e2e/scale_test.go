@@ -59,15 +59,7 @@ func TestTenWorkloadClustersFromOneCommit(t *testing.T) {
 
 	// The management cluster kept up: every unit and the tenant's Kustomization ready. (The
 	// clusters' own units that need a worker, metrics-server, wait: they have none.)
-	out := kubectlQuiet(kc, "-n", "cluster-init", "get", "kustomizations", "-o",
-		`jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
-	out += "\n" + kubectlQuiet(kc, "-n", "workload-clusters", "get", "kustomization", "workload-clusters", "-o",
-		`jsonpath={.metadata.name}={.status.conditions[?(@.type=="Ready")].status}`)
-	for _, l := range strings.Split(out, "\n") {
-		if l != "" && !strings.HasSuffix(l, "=True") {
-			t.Errorf("Kustomization %s not ready with %d clusters", l, scaleClusters)
-		}
-	}
+	expectKustomizationsReady(t, kc, fmt.Sprintf("with %d clusters", scaleClusters), "cluster-init/", "workload-clusters/workload-clusters")
 	start := time.Now()
 	status := bootstrapOK(t, "status", env, "--repo", r.dir, "--age-key-file", r.key)
 	took := time.Since(start)
@@ -227,4 +219,37 @@ func clustersState(kc, ns string, limit int) string {
 	head := fmt.Sprintf("  %d of %d clusters Available", countTrue(kubectlQuiet(kc, "-n", ns, "get", "clusters", "-o",
 		`jsonpath={range .items[*]}{.status.conditions[?(@.type=="Available")].status}{"\n"}{end}`)), total)
 	return strings.Join(append(append(append([]string{head}, waiting...), machines...), kustomizations...), "\n")
+}
+
+// expectKustomizationsReady fails the test unless the Kustomizations named (namespace/name, or
+// namespace/ for all of a namespace) are Ready within 5 minutes: one caught reconciling a
+// revision is not stuck, one still not Ready then is, and is named with its message.
+func expectKustomizationsReady(t *testing.T, kc, when string, refs ...string) {
+	t.Helper()
+	var notReady []string
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		notReady = nil
+		for _, ref := range refs {
+			ns, name, _ := strings.Cut(ref, "/")
+			args := []string{"-n", ns, "get", "kustomizations", "-o",
+				`jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}: {.status.conditions[?(@.type=="Ready")].message}{"\n"}{end}`}
+			if name != "" {
+				args = []string{"-n", ns, "get", "kustomization", name, "-o",
+					`jsonpath={.metadata.name}={.status.conditions[?(@.type=="Ready")].status}: {.status.conditions[?(@.type=="Ready")].message}`}
+			}
+			for _, l := range strings.Split(kubectlQuiet(kc, args...), "\n") {
+				if l != "" && !strings.Contains(l, "=True: ") {
+					notReady = append(notReady, ns+"/"+l)
+				}
+			}
+		}
+		if len(notReady) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Second)
+	}
+	for _, l := range notReady {
+		t.Errorf("Kustomization %s, not Ready %s after 5 minutes", l, when)
+	}
 }
