@@ -104,7 +104,8 @@ func assertExactlyOnce(t *testing.T, kc string) {
 		return len(strings.Fields(kubectl(t, kc, "-n", "cluster-init", "get", kind, "-o", "jsonpath={.items[*].metadata.name}")))
 	}
 	for kind, want := range map[string]int{"clusters.v1beta2.cluster.x-k8s.io": 1, "dockerclusters.v1beta2.infrastructure.cluster.x-k8s.io": 1,
-		"kubeadmcontrolplanes.v1beta2.controlplane.cluster.x-k8s.io": 1, "machinedeployments.v1beta2.cluster.x-k8s.io": 1, "machinesets.v1beta2.cluster.x-k8s.io": 1} {
+		"kubeadmcontrolplanes.v1beta2.controlplane.cluster.x-k8s.io": 1, "machinedeployments.v1beta2.cluster.x-k8s.io": 1, "machinesets.v1beta2.cluster.x-k8s.io": 1,
+		"machinehealthchecks.v1beta2.cluster.x-k8s.io": 2} {
 		if got := count(kind); got != want {
 			t.Errorf("%s: %d, want %d", kind, got, want)
 		}

@@ -362,6 +362,7 @@ func obj(apiVersion, kind, name string, extra map[string]any) func() *unstructur
 func admissionCases() []admissionCase {
 	ok := ""
 	tb0 := paramsEdits{}
+	wl1Machines := map[string]any{"matchLabels": map[string]any{"cluster.x-k8s.io/cluster-name": "wl1"}}
 	return []admissionCase{
 		{name: "a valid workload cluster", user: tenantA, refused: ok},
 		{name: "workers at the tenant's limit", user: tenantA, edit: set("spec.values.cluster.workers.replicas", int64(5)), refused: ok},
@@ -454,6 +455,9 @@ func admissionCases() []admissionCase {
 		{name: "Dev machines of Docker containers with the host's socket", user: builderSim, ns: "team-sim", object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DevMachineTemplate", "sim-one-x", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"backend": map[string]any{
 			"docker": map[string]any{"extraMounts": []any{map[string]any{"containerPath": "/var/run/docker.sock", "hostPath": "/var/run/docker.sock"}}}}}}}}), refused: "simulated in memory"},
 		{name: "a DevCluster taking over the management cluster's load balancer", user: builderSim, ns: "team-sim", object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DevCluster", "wl-management", map[string]any{"spec": map[string]any{"backend": map[string]any{"inMemory": map[string]any{}}}}), refused: "not a name of the tenant's"},
+		{name: "its cluster's health check", user: builderA, object: obj("cluster.x-k8s.io/v1beta2", "MachineHealthCheck", "wl1-workers", map[string]any{"spec": map[string]any{"clusterName": "wl1", "selector": wl1Machines}}), refused: ok},
+		{name: "a health check whose remediation creates an object of any kind as Cluster API", user: builderA, object: obj("cluster.x-k8s.io/v1beta2", "MachineHealthCheck", "wl1-workers", map[string]any{"spec": map[string]any{"clusterName": "wl1", "selector": wl1Machines,
+			"remediation": map[string]any{"templateRef": map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "name": "x"}}}}), refused: "no external remediation"},
 		{name: "machines with the host's Docker socket", user: builderA, object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DockerMachineTemplate", "wl1-x", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
 			"extraMounts": []any{map[string]any{"containerPath": "/var/run/docker.sock", "hostPath": "/var/run/docker.sock"}}}}}}), refused: "mount nothing of the host"},
 	}
