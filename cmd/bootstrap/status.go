@@ -9,6 +9,7 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -52,32 +53,17 @@ bootstrap cluster before the pivot) live, as bootstrap shows them, until interru
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
 			for i, c := range clusters {
-				obs, err := progress.Source{Cluster: c, ClusterName: v.Cluster.Name, Revisions: true}.Observe(ctx)
+				look, err := lookAt(ctx, c, v.Cluster.Name)
 				if err != nil {
-					return fmt.Errorf("read the units of the %s cluster: %w", c.Name, err)
+					return err
 				}
 				if i > 0 {
 					fmt.Fprintln(cmd.OutOrStdout())
 				}
-				snap := progress.NewTracker(time.Now()).Update(obs, time.Now())
+				snap := progress.NewTracker(time.Now()).Update(look.units, time.Now())
 				progress.WriteStatus(cmd.OutOrStdout(), fmt.Sprintf("%s, %s cluster (%s)", w.env.Name, c.Name, c.Config.Host), snap)
-				tenants, err := progress.ObserveWorkloadClusters(ctx, c.Client)
-				if err != nil {
-					return fmt.Errorf("read the workload clusters of the %s cluster: %w", c.Name, err)
-				}
-				progress.WriteWorkloadClusters(cmd.OutOrStdout(), tenants)
-				apps, err := placement.List(ctx, c.Client)
-				if err != nil {
-					return fmt.Errorf("read the applications of the %s cluster: %w", c.Name, err)
-				}
-				rd := revisions.NewReader(c.Client)
-				revs := map[string]map[string]revisions.Revision{}
-				for i := range apps {
-					if revs[apps[i].Namespace+"/"+apps[i].Name], err = placement.Revisions(ctx, c.Client, rd, &apps[i]); err != nil {
-						return err
-					}
-				}
-				writeApplications(cmd.OutOrStdout(), apps, revs)
+				progress.WriteWorkloadClusters(cmd.OutOrStdout(), look.tenants)
+				writeApplications(cmd.OutOrStdout(), look.apps, look.revisions)
 			}
 			return nil
 		},
@@ -86,6 +72,49 @@ bootstrap cluster before the pivot) live, as bootstrap shows them, until interru
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the units live until interrupted")
 	cmd.Flags().StringVarP(&output, "output", "o", "auto", "with --watch: auto (a live view on a terminal, else plain), tty, plain or json")
 	return cmd
+}
+
+// clusterLook is what status shows of one cluster.
+type clusterLook struct {
+	units     progress.Observed
+	tenants   []progress.Tenant
+	apps      []appsv1.Application
+	revisions map[string]map[string]revisions.Revision // by namespace/name of the application, then cluster
+}
+
+// lookAt reads one cluster's units, workload clusters and applications, the three side by side:
+// on a management cluster loaded with clusters coming up, each read waits, and status must stay
+// quick.
+func lookAt(ctx context.Context, c *kube.Cluster, clusterName string) (clusterLook, error) {
+	var look clusterLook
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		if look.units, err = (progress.Source{Cluster: c, ClusterName: clusterName, Revisions: true}).Observe(ctx); err != nil {
+			return fmt.Errorf("read the units of the %s cluster: %w", c.Name, err)
+		}
+		return nil
+	})
+	g.Go(func() (err error) {
+		if look.tenants, err = progress.ObserveWorkloadClusters(ctx, c.Client); err != nil {
+			return fmt.Errorf("read the workload clusters of the %s cluster: %w", c.Name, err)
+		}
+		return nil
+	})
+	g.Go(func() (err error) {
+		if look.apps, err = placement.List(ctx, c.Client); err != nil {
+			return fmt.Errorf("read the applications of the %s cluster: %w", c.Name, err)
+		}
+		rd := revisions.NewReader(c.Client)
+		look.revisions = map[string]map[string]revisions.Revision{}
+		for i := range look.apps {
+			app := &look.apps[i]
+			if look.revisions[app.Namespace+"/"+app.Name], err = placement.Revisions(ctx, c.Client, rd, app); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return look, g.Wait()
 }
 
 // watchStatus shows the units of one cluster live, with the printer of bootstrap, until the

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,60 +34,76 @@ type Source struct {
 // Observe looks at the cluster once.
 func (s Source) Observe(ctx context.Context) (Observed, error) {
 	obs := Observed{Details: map[string][]string{}}
-	var err error
 	c := s.Cluster.Client
-	if obs.Units, err = readiness.ReadUnits(ctx, c, names.Namespace); err != nil {
-		return obs, err
-	}
-	if s.Revisions {
-		obs.Revisions = map[string]revisions.Revision{}
-		rd := revisions.NewReader(c)
-		for unit, ks := range obs.Units.Kustomizations {
-			obs.Revisions[unit] = rd.Of(ctx, ks)
+	// The units, the release and the cluster's machines side by side: a loaded API server's
+	// latency is paid about once per look. The machines are read before the graph says whether
+	// a unit shows them: a read to spare, not a round trip to wait for.
+	var view machines.View
+	var viewErr error // told only if a unit shows the machines
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		if obs.Units, err = readiness.ReadUnits(gctx, c, names.Namespace); err != nil {
+			return err
 		}
-	}
-
-	hr := &helmv2.HelmRelease{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: names.Namespace, Name: names.Release}, hr); err == nil {
-		// One line: Helm's refusals (a schema's, say) come on several, and name values by JSON
-		// pointer, where the values files name them by key.
-		obs.Release = strings.Join(strings.Fields(describeFlux(hr, "release "+names.Release)), " ")
-		obs.Release = schemaPointer.ReplaceAllStringFunc(obs.Release, func(m string) string {
-			return "at " + values.PointerKey(schemaPointer.FindStringSubmatch(m)[1])
-		})
-		// A release that fails keeps its units as it rendered them last: what it refuses (values
-		// a commit brought, which its chart's version names) shows nowhere else.
-		if st := readiness.Of(hr); st.State == readiness.Failed || st.Failing {
-			obs.ReleaseFailing = true
-			if rev := hr.Status.LastAttemptedRevision; rev != "" {
-				obs.Release += " (chart " + rev + ")"
+		if s.Revisions {
+			obs.Revisions = map[string]revisions.Revision{}
+			rd := revisions.NewReader(c)
+			for unit, ks := range obs.Units.Kustomizations {
+				obs.Revisions[unit] = rd.Of(gctx, ks)
 			}
 		}
-	} else if !apierrors.IsNotFound(err) && !apimeta.IsNoMatchError(err) {
-		return obs, fmt.Errorf("read HelmRelease %s: %w", names.Release, err)
-	} else {
-		obs.Release = "release " + names.Release + ": not created yet"
+		return nil
+	})
+	g.Go(func() error { return s.observeRelease(gctx, &obs) })
+	if s.ClusterName != "" {
+		g.Go(func() error {
+			view, viewErr = machines.Read(gctx, c, names.Namespace, s.ClusterName)
+			return nil
+		})
 	}
-
+	if err := g.Wait(); err != nil {
+		return obs, err
+	}
 	if obs.Graph == nil || s.ClusterName == "" {
 		return obs, nil
 	}
-	var v *machines.View
 	for _, role := range units.ClusterRoles() {
-		u, ok := obs.Graph.ByRole(role)
-		if !ok {
-			continue
-		}
-		if v == nil {
-			read, err := machines.Read(ctx, c, names.Namespace, s.ClusterName)
-			if err != nil {
-				return obs, err
+		if u, ok := obs.Graph.ByRole(role); ok {
+			if viewErr != nil {
+				return obs, viewErr
 			}
-			v = &read
+			obs.Details[u.Name] = view.Lines()
 		}
-		obs.Details[u.Name] = v.Lines()
 	}
 	return obs, nil
+}
+
+// observeRelease reads the cluster-init HelmRelease into obs: its state in a line and whether it fails.
+func (s Source) observeRelease(ctx context.Context, obs *Observed) error {
+	hr := &helmv2.HelmRelease{}
+	err := s.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: names.Namespace, Name: names.Release}, hr)
+	switch {
+	case apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err):
+		obs.Release = "release " + names.Release + ": not created yet"
+		return nil
+	case err != nil:
+		return fmt.Errorf("read HelmRelease %s: %w", names.Release, err)
+	}
+	// One line: Helm's refusals (a schema's, say) come on several, and name values by JSON
+	// pointer, where the values files name them by key.
+	obs.Release = strings.Join(strings.Fields(describeFlux(hr, "release "+names.Release)), " ")
+	obs.Release = schemaPointer.ReplaceAllStringFunc(obs.Release, func(m string) string {
+		return "at " + values.PointerKey(schemaPointer.FindStringSubmatch(m)[1])
+	})
+	// A release that fails keeps its units as it rendered them last: what it refuses (values
+	// a commit brought, which its chart's version names) shows nowhere else.
+	if st := readiness.Of(hr); st.State == readiness.Failed || st.Failing {
+		obs.ReleaseFailing = true
+		if rev := hr.Status.LastAttemptedRevision; rev != "" {
+			obs.Release += " (chart " + rev + ")"
+		}
+	}
+	return nil
 }
 
 // schemaPointer is how Helm's schema validation names a value: "at '/cluster/workers/replicas'".

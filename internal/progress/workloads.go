@@ -9,6 +9,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,54 +44,83 @@ func ObserveWorkloadClusters(ctx context.Context, c client.Reader) ([]Tenant, er
 	if err := c.List(ctx, namespaces, client.MatchingLabels{names.TenantLabel: "true"}); err != nil {
 		return nil, fmt.Errorf("list the tenants' namespaces: %w", err)
 	}
-	var out []Tenant
 	rd := revisions.NewReader(c)
-	for _, ns := range namespaces.Items {
-		t := Tenant{Namespace: ns.Name, Directory: "not applied yet"}
-		ks := &kustomizev1.Kustomization{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: names.TenantKustomization}, ks); err == nil {
-			t.Directory = describeFlux(ks, ks.Spec.Path)
-			t.Revision = rd.Of(ctx, ks)
-		}
-		releases := &helmv2.HelmReleaseList{}
-		if err := c.List(ctx, releases, client.InNamespace(ns.Name)); err != nil && !apimeta.IsNoMatchError(err) {
-			return nil, fmt.Errorf("list the workload clusters of %s: %w", ns.Name, err)
-		}
-		// A workload cluster is a HelmRelease the tenant's directory applies; the others are
-		// units of a cluster (its definitions).
-		var clusters []helmv2.HelmRelease
-		var releaseNames []string
-		for _, hr := range releases.Items {
-			if hr.Labels["kustomize.toolkit.fluxcd.io/name"] == names.TenantKustomization {
-				clusters = append(clusters, hr)
-				releaseNames = append(releaseNames, hr.Name)
-			}
-		}
-		// The namespace's Kustomizations once, not once per cluster: their lists grow with the
-		// clusters, and status must stay quick with many.
-		units, err := readiness.ReadReleases(ctx, c, ns.Name, releaseNames)
-		if err != nil {
-			return nil, err
-		}
-		// Every cluster's machines with one list of each kind: status stays quick with a
-		// hundred clusters on a management cluster busy with them.
-		views, err := machines.ReadNamespace(ctx, c, ns.Name)
-		if err != nil {
-			return nil, fmt.Errorf("read the workload clusters of %s: %w", ns.Name, err)
-		}
-		t.Clusters = make([]WorkloadCluster, len(clusters))
-		for i := range clusters {
-			hr := &clusters[i]
-			view, ok := views[hr.Name]
-			if !ok {
-				view = machines.View{Namespace: ns.Name, Name: hr.Name}
-			}
-			t.Clusters[i] = WorkloadCluster{Name: hr.Name, Release: describeFlux(hr, "release"), Units: units[hr.Name], Machines: view}
-		}
-		sort.Slice(t.Clusters, func(i, j int) bool { return t.Clusters[i].Name < t.Clusters[j].Name })
-		out = append(out, t)
+	out := make([]Tenant, len(namespaces.Items))
+	// The tenants side by side: on a loaded management cluster each read waits, and a look
+	// must stay quick with many tenants and clusters.
+	g, ctx := errgroup.WithContext(ctx)
+	for i := range namespaces.Items {
+		g.Go(func() (err error) {
+			out[i], err = observeTenant(ctx, c, rd, namespaces.Items[i].Name)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// observeTenant reads one tenant's namespace: its directory's Kustomization, its workload
+// clusters (HelmReleases), their units and machines, each with one read whatever their number,
+// the four side by side.
+func observeTenant(ctx context.Context, c client.Reader, rd *revisions.Reader, ns string) (Tenant, error) {
+	t := Tenant{Namespace: ns, Directory: "not applied yet"}
+	releases := &helmv2.HelmReleaseList{}
+	var views map[string]machines.View
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		ks := &kustomizev1.Kustomization{}
+		if err := c.Get(gctx, client.ObjectKey{Namespace: ns, Name: names.TenantKustomization}, ks); err == nil {
+			t.Directory = describeFlux(ks, ks.Spec.Path)
+			t.Revision = rd.Of(gctx, ks)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := c.List(gctx, releases, client.InNamespace(ns)); err != nil && !apimeta.IsNoMatchError(err) {
+			return fmt.Errorf("list the workload clusters of %s: %w", ns, err)
+		}
+		return nil
+	})
+	// Every cluster's machines with one list of each kind: status stays quick with a
+	// hundred clusters on a management cluster busy with them.
+	g.Go(func() (err error) {
+		if views, err = machines.ReadNamespace(gctx, c, ns); err != nil {
+			return fmt.Errorf("read the workload clusters of %s: %w", ns, err)
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return t, err
+	}
+	// A workload cluster is a HelmRelease the tenant's directory applies; the others are
+	// units of a cluster (its definitions).
+	var clusters []helmv2.HelmRelease
+	var releaseNames []string
+	for _, hr := range releases.Items {
+		if hr.Labels["kustomize.toolkit.fluxcd.io/name"] == names.TenantKustomization {
+			clusters = append(clusters, hr)
+			releaseNames = append(releaseNames, hr.Name)
+		}
+	}
+	// The namespace's Kustomizations once, not once per cluster: their lists grow with the
+	// clusters, and status must stay quick with many.
+	units, err := readiness.ReadReleases(ctx, c, ns, releaseNames)
+	if err != nil {
+		return t, err
+	}
+	t.Clusters = make([]WorkloadCluster, len(clusters))
+	for i := range clusters {
+		hr := &clusters[i]
+		view, ok := views[hr.Name]
+		if !ok {
+			view = machines.View{Namespace: ns, Name: hr.Name}
+		}
+		t.Clusters[i] = WorkloadCluster{Name: hr.Name, Release: describeFlux(hr, "release"), Units: units[hr.Name], Machines: view}
+	}
+	sort.Slice(t.Clusters, func(i, j int) bool { return t.Clusters[i].Name < t.Clusters[j].Name })
+	return t, nil
 }
 
 // WriteWorkloadClusters prints the tenants, their workload clusters, the machines and the units

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -70,7 +71,9 @@ func Short(rev string) string {
 
 // Reader reads revisions, each source once.
 type Reader struct {
-	c       client.Reader
+	c client.Reader
+	// mu guards sources: the parts of one look read side by side.
+	mu      sync.Mutex
 	sources map[client.ObjectKey]map[string]string // by key, then kind
 }
 
@@ -107,6 +110,9 @@ func (r *Reader) Of(ctx context.Context, ks *kustomizev1.Kustomization) Revision
 // source is the revision of the artifact a source fetched last; "" for a source that has none
 // yet, is gone, or is of a kind this does not know.
 func (r *Reader) source(ctx context.Context, kind string, key client.ObjectKey) (string, error) {
+	// Held across the read: the parts of a look share few sources, each is read once.
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if byKind, ok := r.sources[key]; ok {
 		if rev, ok := byKind[kind]; ok {
 			return rev, nil
