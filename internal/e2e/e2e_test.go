@@ -103,10 +103,13 @@ func requireEveryTestbedImage(t *testing.T) {
 
 // run is one run of the bootstrap binary.
 type run struct {
-	args     []string
-	output   bytes.Buffer
-	err      error
-	wall     time.Duration
+	args   []string
+	output bytes.Buffer
+	err    error
+	wall   time.Duration
+	// cpu is the processor time the command used (user and system): unlike its wall time, it
+	// does not grow with the load of the machine it shares.
+	cpu      time.Duration
 	maxRSSKB int64
 	phases   map[string]time.Duration
 }
@@ -148,6 +151,9 @@ func bootstrap(t *testing.T, ctx context.Context, onLine func(string) bool, args
 	pw.Close()
 	wg.Wait()
 	r.wall = time.Since(start)
+	if cmd.ProcessState != nil {
+		r.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
 	phase := regexp.MustCompile(`^\s{2}(\S.*?)\s{2,}(\d+(?:h\d+m)?(?:\d+m)?\d+s|\d+m\d+s|\d+s)$`)
 	inPhases := false
 	for _, l := range strings.Split(r.output.String(), "\n") {
