@@ -91,7 +91,7 @@ func TestMain(m *testing.M) {
 }
 
 // requireEveryTestbedImage fails a test that runs images of the test bed's second set (providers,
-// the previous Kubernetes minor and Cluster API set, the placement test's application) while only
+// the previous Kubernetes minor and Cluster API set) while only
 // the kubeadm-capd set is built: without it the test would wait on pods that cannot pull.
 func requireEveryTestbedImage(t *testing.T) {
 	t.Helper()
