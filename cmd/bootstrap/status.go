@@ -2,14 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/spf13/cobra"
-	"golang.org/x/sync/errgroup"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -52,20 +53,23 @@ bootstrap cluster before the pivot) live, as bootstrap shows them, until interru
 			// A single look: a cluster that does not answer within this is reported, not waited for.
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
+			var unread []error
 			for i, c := range clusters {
 				look, err := lookAt(ctx, c, v.Cluster.Name)
 				if err != nil {
-					return err
+					unread = append(unread, err)
 				}
 				if i > 0 {
 					fmt.Fprintln(cmd.OutOrStdout())
 				}
-				snap := progress.NewTracker(time.Now()).Update(look.units, time.Now())
-				progress.WriteStatus(cmd.OutOrStdout(), fmt.Sprintf("%s, %s cluster (%s)", w.env.Name, c.Name, c.Config.Host), snap)
+				if look.unitsRead {
+					snap := progress.NewTracker(time.Now()).Update(look.units, time.Now())
+					progress.WriteStatus(cmd.OutOrStdout(), fmt.Sprintf("%s, %s cluster (%s)", w.env.Name, c.Name, c.Config.Host), snap)
+				}
 				progress.WriteWorkloadClusters(cmd.OutOrStdout(), look.tenants)
 				writeApplications(cmd.OutOrStdout(), look.apps, look.revisions)
 			}
-			return nil
+			return errors.Join(unread...)
 		},
 	}
 	addKubeconfigFlags(cmd, &kubeconfig, &kubeContext, "the cluster to read, if it is not one of cluster-init's")
@@ -80,41 +84,46 @@ type clusterLook struct {
 	tenants   []progress.Tenant
 	apps      []appsv1.Application
 	revisions map[string]map[string]revisions.Revision // by namespace/name of the application, then cluster
+	// unitsRead is false when the units could not be read: there is no tree to show.
+	unitsRead bool
 }
 
 // lookAt reads one cluster's units, workload clusters and applications, the three side by side:
 // on a management cluster loaded with clusters coming up, each read waits, and status must stay
-// quick.
-func lookAt(ctx context.Context, c *kube.Cluster, clusterName string) (clusterLook, error) {
-	var look clusterLook
-	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() (err error) {
-		if look.units, err = (progress.Source{Cluster: c, ClusterName: clusterName, Revisions: true}).Observe(ctx); err != nil {
-			return fmt.Errorf("read the units of the %s cluster: %w", c.Name, err)
+// quick. A part that cannot be read does not keep the others from being shown: each part read is
+// in look, and err says which were not.
+func lookAt(ctx context.Context, c *kube.Cluster, clusterName string) (look clusterLook, err error) {
+	var unitsErr, tenantsErr, appsErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if look.units, unitsErr = (progress.Source{Cluster: c, ClusterName: clusterName, Revisions: true}).Observe(ctx); unitsErr != nil {
+			unitsErr = fmt.Errorf("read the units of the %s cluster: %w", c.Name, unitsErr)
 		}
-		return nil
 	})
-	g.Go(func() (err error) {
-		if look.tenants, err = progress.ObserveWorkloadClusters(ctx, c.Client); err != nil {
-			return fmt.Errorf("read the workload clusters of the %s cluster: %w", c.Name, err)
+	wg.Go(func() {
+		if look.tenants, tenantsErr = progress.ObserveWorkloadClusters(ctx, c.Client); tenantsErr != nil {
+			tenantsErr = fmt.Errorf("read the workload clusters of the %s cluster: %w", c.Name, tenantsErr)
 		}
-		return nil
 	})
-	g.Go(func() (err error) {
-		if look.apps, err = placement.List(ctx, c.Client); err != nil {
-			return fmt.Errorf("read the applications of the %s cluster: %w", c.Name, err)
+	wg.Go(func() {
+		apps, err := placement.List(ctx, c.Client)
+		if err != nil {
+			appsErr = fmt.Errorf("read the applications of the %s cluster: %w", c.Name, err)
+			return
 		}
 		rd := revisions.NewReader(c.Client)
-		look.revisions = map[string]map[string]revisions.Revision{}
-		for i := range look.apps {
-			app := &look.apps[i]
-			if look.revisions[app.Namespace+"/"+app.Name], err = placement.Revisions(ctx, c.Client, rd, app); err != nil {
-				return err
+		revs := map[string]map[string]revisions.Revision{}
+		for i := range apps {
+			if revs[apps[i].Namespace+"/"+apps[i].Name], err = placement.Revisions(ctx, c.Client, rd, &apps[i]); err != nil {
+				appsErr = err
+				return
 			}
 		}
-		return nil
+		look.apps, look.revisions = apps, revs
 	})
-	return look, g.Wait()
+	wg.Wait()
+	look.unitsRead = unitsErr == nil
+	return look, errors.Join(unitsErr, tenantsErr, appsErr)
 }
 
 // watchStatus shows the units of one cluster live, with the printer of bootstrap, until the

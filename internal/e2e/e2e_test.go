@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,6 +38,8 @@ var (
 	// testbedSet names the images the test bed has built (tools/testbed/build-images): kubeadm-capd
 	// first, then all.
 	testbedSet string
+	// testbedImages are the images the test bed has built ($CACHE/images.txt).
+	testbedImages []string
 )
 
 func TestMain(m *testing.M) {
@@ -68,6 +71,9 @@ func TestMain(m *testing.M) {
 	if b, err := os.ReadFile(filepath.Join(cache, "testbed-set")); err == nil {
 		testbedSet = strings.TrimSpace(string(b))
 	}
+	if b, err := os.ReadFile(filepath.Join(cache, "images.txt")); err == nil {
+		testbedImages = strings.Fields(string(b))
+	}
 	dir, err := os.MkdirTemp("", "cluster-init-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -88,6 +94,15 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// requireTestbedImage fails a test that runs ref while the test bed has not built it (a test bed
+// built before ref joined its set): without it the test would wait on pods that cannot pull.
+func requireTestbedImage(t *testing.T, ref string) {
+	t.Helper()
+	if !slices.Contains(testbedImages, ref) {
+		t.Fatalf("the test bed has not built %s (not in its images.txt): run tools/testbed/up again", ref)
+	}
 }
 
 // requireEveryTestbedImage fails a test that runs images of the test bed's second set (providers,

@@ -77,6 +77,7 @@ spec:
 // management cluster (there first, then gone from the workload cluster), on both with one summed
 // Ready, broken on one cluster only, and on a cluster that does not exist.
 func TestApplicationsArePlacedByCommits(t *testing.T) {
+	requireTestbedImage(t, "cluster-init-testbed/hello:v1")
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Minute)
 	defer cancel()
 	r, _ := bootstrapFromGit(t, ctx)

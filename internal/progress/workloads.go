@@ -62,8 +62,8 @@ func ObserveWorkloadClusters(ctx context.Context, c client.Reader) ([]Tenant, er
 }
 
 // observeTenant reads one tenant's namespace: its directory's Kustomization, its workload
-// clusters (HelmReleases), their units and machines, each with one read whatever their number,
-// the four side by side.
+// clusters (HelmReleases), their units and machines, each with one read whatever their number:
+// the directory, the releases and the machines side by side, then the units of the releases found.
 func observeTenant(ctx context.Context, c client.Reader, rd *revisions.Reader, ns string) (Tenant, error) {
 	t := Tenant{Namespace: ns, Directory: "not applied yet"}
 	releases := &helmv2.HelmReleaseList{}

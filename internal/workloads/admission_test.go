@@ -458,6 +458,8 @@ func admissionCases() []admissionCase {
 		{name: "its cluster's health check", user: builderA, object: obj("cluster.x-k8s.io/v1beta2", "MachineHealthCheck", "wl1-workers", map[string]any{"spec": map[string]any{"clusterName": "wl1", "selector": wl1Machines}}), refused: ok},
 		{name: "a health check whose remediation creates an object of any kind as Cluster API", user: builderA, object: obj("cluster.x-k8s.io/v1beta2", "MachineHealthCheck", "wl1-workers", map[string]any{"spec": map[string]any{"clusterName": "wl1", "selector": wl1Machines,
 			"remediation": map[string]any{"templateRef": map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "name": "x"}}}}), refused: "no external remediation"},
+		{name: "the same remediation in Cluster API's v1beta1 form", user: builderA, object: obj("cluster.x-k8s.io/v1beta1", "MachineHealthCheck", "wl1-workers", map[string]any{"spec": map[string]any{"clusterName": "wl1", "selector": wl1Machines,
+			"remediationTemplate": map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "name": "x"}}}), refused: "no external remediation"},
 		{name: "machines with the host's Docker socket", user: builderA, object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DockerMachineTemplate", "wl1-x", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
 			"extraMounts": []any{map[string]any{"containerPath": "/var/run/docker.sock", "hostPath": "/var/run/docker.sock"}}}}}}), refused: "mount nothing of the host"},
 	}
