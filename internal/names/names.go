@@ -78,6 +78,8 @@ const (
 	// UnitAnnotation and OriginAnnotation are set on every rendered object.
 	UnitAnnotation   = "cluster-init.dev/unit"
 	OriginAnnotation = "cluster-init.dev/rendered-from"
+	// MovedAtAnnotation is set by the pivot on moved objects whose controller must be woken.
+	MovedAtAnnotation = "cluster-init.dev/moved-at"
 )
 
 // UnitsConfigMapOf is the ConfigMap of a release's unit graph.

@@ -5,9 +5,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterctl "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/config"
+
+	"cluster-init.dev/cluster-init/internal/names"
 )
 
 // move runs clusterctl move of the namespace, from the bootstrap cluster to the management
@@ -32,11 +41,52 @@ func (p *pivot) move(ctx context.Context, _ *State) error {
 	if err != nil {
 		return err
 	}
-	return c.Move(ctx, clusterctl.MoveOptions{
+	if err := c.Move(ctx, clusterctl.MoveOptions{
 		FromKubeconfig: clusterctl.Kubeconfig{Path: from},
 		ToKubeconfig:   clusterctl.Kubeconfig{Path: to},
 		Namespace:      p.Namespace,
-	})
+	}); err != nil {
+		return err
+	}
+	return wakeAfterMove(ctx, m.Client, p.Namespace, time.Now())
+}
+
+// notWatchingTheirCluster are the kinds whose controller does not watch their Cluster: clusterctl
+// move creates them under a paused Cluster, they are reconciled once, see it paused, and are
+// never reconciled again when the move unpauses it. CAPO v0.13.0's OpenStackServer is one
+// (cluster-api-provider-openstack issue 2824, fixed after that release): its machines then wait
+// for ever, "Waiting for OpenStackServer to be ready".
+var notWatchingTheirCluster = []schema.GroupVersionKind{
+	{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "OpenStackServerList"},
+}
+
+// wakeAfterMove changes an annotation of every moved object of those kinds, which makes its
+// controller reconcile it again, now that its Cluster runs.
+func wakeAfterMove(ctx context.Context, c client.Client, namespace string, now time.Time) error {
+	for _, gvk := range notWatchingTheirCluster {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk)
+		if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+			if meta.IsNoMatchError(err) {
+				continue // the provider is not installed here
+			}
+			return fmt.Errorf("list the moved %s: %w", strings.TrimSuffix(gvk.Kind, "List"), err)
+		}
+		for i := range list.Items {
+			o := &list.Items[i]
+			patch := client.MergeFrom(o.DeepCopy())
+			annotations := o.GetAnnotations()
+			if annotations == nil {
+				annotations = map[string]string{}
+			}
+			annotations[names.MovedAtAnnotation] = now.UTC().Format(time.RFC3339)
+			o.SetAnnotations(annotations)
+			if err := c.Patch(ctx, o, patch); err != nil {
+				return fmt.Errorf("wake the moved %s %s: %w", o.GetKind(), o.GetName(), err)
+			}
+		}
+	}
+	return nil
 }
 
 // Clusterctl is a clusterctl client that reads no configuration file and no environment: what

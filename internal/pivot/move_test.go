@@ -1,0 +1,65 @@
+package pivot
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/testenv"
+)
+
+// After clusterctl move, CAPO v0.13.0 never reconciles an OpenStackServer again unless the
+// object changes: the pivot changes it, and only the ones of the moved namespace.
+func TestTheMovedOpenStackServersAreWoken(t *testing.T) {
+	c := testenv.Start(t, "management").Client
+	ctx := context.Background()
+	server := func(namespace, name string) *unstructured.Unstructured {
+		o := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "OpenStackServer",
+			"metadata": map[string]any{"name": name, "namespace": namespace},
+			"spec": map[string]any{
+				"flavor":      "m1.large",
+				"identityRef": map[string]any{"cloudName": "testbed", "name": "management-cloud-config"},
+				"image":       map[string]any{"filter": map[string]any{"name": "kindest-node-v1.37.0"}},
+				"sshKeyName":  "testbed",
+				"ports":       []any{map[string]any{"network": map[string]any{"id": "8910ca2b-cd27-495f-a3a8-abdf7a1862db"}}},
+			},
+		}}
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("create OpenStackServer %s/%s: %v", namespace, name, err)
+		}
+		return o
+	}
+	for _, ns := range []string{"cluster-init", "elsewhere"} {
+		if err := c.Create(ctx, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moved := []*unstructured.Unstructured{server("cluster-init", "management-control-plane-a"), server("cluster-init", "management-workers-b")}
+	other := server("elsewhere", "other")
+	now := time.Date(2026, 11, 27, 7, 15, 41, 0, time.UTC)
+	if err := wakeAfterMove(ctx, c, "cluster-init", now); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range append(moved, other) {
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(o.GroupVersionKind())
+		if err := c.Get(ctx, client.ObjectKeyFromObject(o), got); err != nil {
+			t.Fatal(err)
+		}
+		want := "2026-11-27T07:15:41Z"
+		if o == other {
+			want = ""
+		}
+		if a := got.GetAnnotations()[names.MovedAtAnnotation]; a != want {
+			t.Errorf("%s/%s: %s=%q, expected %q", o.GetNamespace(), o.GetName(), names.MovedAtAnnotation, a, want)
+		}
+		if o != other && got.GetResourceVersion() == o.GetResourceVersion() {
+			t.Errorf("%s was not changed: its controller is not woken", o.GetName())
+		}
+	}
+}
