@@ -13,13 +13,10 @@ import (
 	"github.com/spf13/cobra"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
-	"cluster-init.dev/cluster-init/internal/cleanup"
 	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/kube"
-	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/placement"
 	"cluster-init.dev/cluster-init/internal/progress"
 	"cluster-init.dev/cluster-init/internal/revisions"
@@ -215,58 +212,6 @@ func (w *workspace) statusClusters(v values.Settings, kubeconfig, kubeContext st
 		return nil, fmt.Errorf("no bootstrap of %s here: no kind cluster %s and no management kubeconfig %s: run `bootstrap %s` first", w.env.Name, kindName, path, w.env.Name)
 	}
 	return clusters, nil
-}
-
-func newCleanupCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "cleanup ENV",
-		Short: "Remove what a bootstrap created: the kind cluster and the CAPD containers of the cluster",
-		Long: `Remove what a bootstrap of the environment created: its workload clusters and the Cluster API
-cluster (through Cluster API while a cluster runs its controllers), the kind cluster (only the one
-marked as this environment's), the CAPD containers of its clusters and its management kubeconfig.
-An adopted management cluster (bootstrap --adopt) stays: its workload clusters are deleted, then
-what cluster-init installed into it (the units, dependents first, each through Flux; the release;
-Flux), each step bounded in time.
-A container is removed directly only when it is named after a machine or load balancer of the
-environment's clusters, as they define them or as recorded at the bootstrap: another kind or CAPD
-cluster with the same name is left alone, and named. It reads only the names it needs from the
-values, and works whatever they are.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			w, err := g.open(args[0])
-			if err != nil {
-				return err
-			}
-			v, err := w.settings()
-			if err != nil {
-				return err
-			}
-			dir, err := stateDir()
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			// Every wait inside is bounded; this bounds the requests to a cluster that stops answering.
-			ctx, cancel := context.WithTimeout(cmd.Context(), 45*time.Minute)
-			defer cancel()
-			return cleanup.Run(ctx, kindcluster.New(dir.KindClusters(), func(msg string) { fmt.Fprintln(out, "kind:", msg) }), cleanup.DockerCLI{}, cleanup.Target{
-				Environment: w.env.Name,
-				State:       dir,
-				Kind:        v.BootstrapCluster.Name,
-				Namespace:   names.Namespace,
-				Cluster:     v.Cluster.Name,
-				CAPD:        v.Cluster.OnDocker(),
-				Flux: func(ctx context.Context) ([]*unstructured.Unstructured, error) {
-					r, err := w.renderer()
-					if err != nil {
-						return nil, err
-					}
-					defer r.Close()
-					return r.Flux(ctx)
-				},
-			}, func(format string, a ...any) { fmt.Fprintf(out, format+"\n", a...) })
-		},
-	}
 }
 
 // writeApplications prints each application with its summed state and every cluster it is on.

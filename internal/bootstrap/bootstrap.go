@@ -57,7 +57,35 @@ func Standalone(ctx context.Context, opts StandaloneOptions) (*Result, error) {
 	return create(ctx, opts.settings())
 }
 
-// create is the flow of Run and Standalone.
+// TakeBack makes the kind cluster a self-managed management cluster is taken back into to be
+// deleted (`bootstrap cleanup`): the bootstrap flow up to its units, with the environment's
+// providers and no cluster, next to the management cluster that exists. clusterctl move can then
+// bring the cluster into it, and its providers delete the machines, the management cluster's own
+// included, which the management cluster cannot do to itself. Run again, it continues with the
+// kind cluster that exists.
+func TakeBack(ctx context.Context, opts TakeBackOptions) (*kube.Cluster, *Result, error) {
+	res, err := create(ctx, opts.settings())
+	if err != nil {
+		return nil, res, err
+	}
+	c, err := kube.FromFile("bootstrap", res.Bootstrap)
+	if err != nil {
+		return nil, res, fmt.Errorf("the kind cluster to take the cluster back into: %w", err)
+	}
+	return c, res, nil
+}
+
+// takeBackValues disable the cluster unit and the bootstrap context's units that need it (the
+// CNI and cluster-ready follow it): what runs is the providers.
+func takeBackValues() values.Layer {
+	off := map[string]any{}
+	for _, u := range []string{"cluster", "management-flux", "management-configs", "management-cluster-init", "pivot"} {
+		off[u] = map[string]any{"enabled": false}
+	}
+	return values.FromMap("(cleanup: the providers only, to take the cluster back)", map[string]any{"units": off})
+}
+
+// create is the flow of Run, Standalone and TakeBack.
 func create(ctx context.Context, opts settings) (*Result, error) {
 	if opts.Kubeconfig != "" {
 		// The existing cluster keeps managing the new one: nothing to pivot.
@@ -65,6 +93,9 @@ func create(ctx context.Context, opts settings) (*Result, error) {
 	}
 	if opts.Standalone {
 		opts.Overrides = append(opts.Overrides, standaloneValues())
+	}
+	if opts.TakeBack {
+		opts.Overrides = append(opts.Overrides, takeBackValues())
 	}
 	s, err := newSession(opts)
 	if err != nil {

@@ -71,6 +71,17 @@ type AdoptOptions struct {
 	TakeOver bool
 }
 
+// TakeBackOptions are the options of TakeBack (`bootstrap cleanup ENV` of a self-managed cluster
+// whose machines are not containers of this host).
+type TakeBackOptions struct {
+	Common
+	Source string
+}
+
+func (o TakeBackOptions) settings() settings {
+	return settings{Common: o.Common, Source: o.Source, Until: "units", TakeBack: true}
+}
+
 // ApplyOptions are the options of Apply (`bootstrap apply ENV`, day 2).
 type ApplyOptions struct {
 	Common
@@ -101,6 +112,9 @@ type settings struct {
 	StandaloneKey *standalone.Key
 	Versions      map[string]string
 	TakeOver      bool
+	// TakeBack makes a kind cluster with the providers only (no cluster), next to the
+	// environment's self-managed management cluster, to take its cluster back into.
+	TakeBack bool
 }
 
 func (o CreateOptions) settings() settings {

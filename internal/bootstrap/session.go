@@ -117,7 +117,11 @@ func (s *session) run(ctx context.Context, phases []phase) (*Result, error) {
 			return s.result, err
 		}
 		if p.name == s.opts.Until {
-			s.out.Log("stopping after phase %q (--until); run again without --until to continue", p.name)
+			if s.opts.TakeBack {
+				s.out.Log("the providers run: ready to take the cluster back")
+			} else {
+				s.out.Log("stopping after phase %q (--until); run again without --until to continue", p.name)
+			}
 			break
 		}
 	}

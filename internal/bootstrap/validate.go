@@ -18,7 +18,8 @@ import (
 // validateBootstrap checks the environment in every context before anything is created, and
 // returns its render in the bootstrap context: the plan the other phases follow.
 func validateBootstrap(ctx context.Context, s *session, src *publishedSource) (*render.Result, error) {
-	if s.opts.Kubeconfig == "" {
+	// Taking a self-managed cluster back makes a kind cluster next to it, with no cluster.
+	if s.opts.Kubeconfig == "" && !s.opts.TakeBack {
 		if err := refuseSelfManaged(ctx, s.opts.StateDir, s.opts.Env.Name); err != nil {
 			return nil, err
 		}

@@ -41,6 +41,10 @@ type Target struct {
 	CAPD      bool   // its machines are containers of this host
 	// Flux builds the Flux objects bootstrap installs: what is removed from an adopted cluster.
 	Flux func(context.Context) ([]*unstructured.Unstructured, error)
+	// TakeBack makes the kind cluster Kind with the environment's providers and no cluster, and
+	// returns it: where a self-managed cluster whose machines are not containers of this host is
+	// taken back to be deleted (bootstrap.TakeBack).
+	TakeBack func(context.Context) (*kube.Cluster, error)
 }
 
 // KindClusters are the host's kind clusters, as cleanup uses them: *kindcluster.Manager on the
@@ -178,14 +182,13 @@ func run(ctx context.Context, kind KindClusters, containers Containers, t Target
 	}
 	if !t.CAPD {
 		// No management cluster: the Cluster was only ever in the bootstrap cluster.
-		if management == nil {
+		if management == nil || deleted {
 			if deleted {
 				log("Cluster %s is deleted, and nothing its provider made is left", t.Cluster)
 			}
 			return forget(rec, log)
 		}
-		log("the machines of %s are not containers of this host: delete them from the management cluster", t.Cluster)
-		return nil
+		return takeBack(ctx, kind, management, t, rec, log)
 	}
 	if err := removeContainers(ctx, containers, append(workloads, t.Cluster), owned, log); err != nil {
 		return err

@@ -16,39 +16,46 @@ import (
 	clusterctl "sigs.k8s.io/cluster-api/cmd/clusterctl/client"
 	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/config"
 
+	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/names"
 )
 
 // move runs clusterctl move of the namespace, from the bootstrap cluster to the management
-// cluster, through the clusterctl client library. clusterctl reads kubeconfig files: they are
-// written into the work directory for the time of the move.
+// cluster.
 func (p *pivot) move(ctx context.Context, _ *State) error {
 	m, err := p.connect(ctx)
 	if err != nil {
 		return err
 	}
-	from := filepath.Join(p.WorkDir, "bootstrap.kubeconfig")
-	to := filepath.Join(p.WorkDir, "management.kubeconfig")
-	if err := os.WriteFile(from, p.Bootstrap.Kubeconfig, 0o600); err != nil {
+	return Move(ctx, p.Bootstrap, m, p.Namespace, p.WorkDir)
+}
+
+// Move runs clusterctl move of the namespace from one cluster to the other, through the
+// clusterctl client library, and wakes what does not notice the move (wakeAfterMove). clusterctl
+// reads kubeconfig files: they are written into workDir for the time of the move.
+func Move(ctx context.Context, from, to *kube.Cluster, namespace, workDir string) error {
+	fromPath := filepath.Join(workDir, "from.kubeconfig")
+	toPath := filepath.Join(workDir, "to.kubeconfig")
+	if err := os.WriteFile(fromPath, from.Kubeconfig, 0o600); err != nil {
 		return err
 	}
-	defer os.Remove(from)
-	if err := os.WriteFile(to, m.Kubeconfig, 0o600); err != nil {
+	defer os.Remove(fromPath)
+	if err := os.WriteFile(toPath, to.Kubeconfig, 0o600); err != nil {
 		return err
 	}
-	defer os.Remove(to)
+	defer os.Remove(toPath)
 	c, err := Clusterctl(ctx)
 	if err != nil {
 		return err
 	}
 	if err := c.Move(ctx, clusterctl.MoveOptions{
-		FromKubeconfig: clusterctl.Kubeconfig{Path: from},
-		ToKubeconfig:   clusterctl.Kubeconfig{Path: to},
-		Namespace:      p.Namespace,
+		FromKubeconfig: clusterctl.Kubeconfig{Path: fromPath},
+		ToKubeconfig:   clusterctl.Kubeconfig{Path: toPath},
+		Namespace:      namespace,
 	}); err != nil {
-		return err
+		return fmt.Errorf("clusterctl move of namespace %s from the %s cluster to the %s cluster: %w", namespace, from.Name, to.Name, err)
 	}
-	return wakeAfterMove(ctx, m.Client, p.Namespace, time.Now())
+	return wakeAfterMove(ctx, to.Client, namespace, time.Now())
 }
 
 // notWatchingTheirCluster are the kinds whose controller does not watch their Cluster: clusterctl

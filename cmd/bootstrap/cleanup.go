@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"cluster-init.dev/cluster-init/internal/bootstrap"
+	"cluster-init.dev/cluster-init/internal/cleanup"
+	"cluster-init.dev/cluster-init/internal/kindcluster"
+	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/progress"
+)
+
+func newCleanupCommand(g *globals) *cobra.Command {
+	var valueFiles []string
+	var output string
+	cmd := &cobra.Command{
+		Use:   "cleanup ENV",
+		Short: "Remove what a bootstrap created: the kind cluster and the CAPD containers of the cluster",
+		Long: `Remove what a bootstrap of the environment created: its workload clusters and the Cluster API
+cluster (through Cluster API while a cluster runs its controllers), the kind cluster (only the one
+marked as this environment's), the CAPD containers of its clusters and its management kubeconfig.
+A self-managed management cluster whose machines are not containers of this host (OpenStack)
+cannot delete itself: it is taken back into a kind cluster with the same providers (clusterctl
+move) and deleted there, its provider removing every server, port, floating IP and security
+group it made; give the --values the bootstrap was given (registry mirrors, proxies), which that
+kind cluster needs too. What the provider recorded and could not remove is named, and the kind
+cluster kept, the only record of it.
+An adopted management cluster (bootstrap --adopt) stays: its workload clusters are deleted, then
+what cluster-init installed into it (the units, dependents first, each through Flux; the release;
+Flux), each step bounded in time.
+A container is removed directly only when it is named after a machine or load balancer of the
+environment's clusters, as they define them or as recorded at the bootstrap: another kind or CAPD
+cluster with the same name is left alone, and named. It reads only the names it needs from the
+values, and works whatever they are.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			w, err := g.openWithValues(args[0], valueFiles)
+			if err != nil {
+				return err
+			}
+			v, err := w.settings()
+			if err != nil {
+				return err
+			}
+			dir, err := stateDir()
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			// Every wait inside is bounded; this bounds the requests to a cluster that stops answering.
+			ctx, cancel := context.WithTimeout(cmd.Context(), 45*time.Minute)
+			defer cancel()
+			return cleanup.Run(ctx, kindcluster.New(dir.KindClusters(), func(msg string) { fmt.Fprintln(out, "kind:", msg) }), cleanup.DockerCLI{}, cleanup.Target{
+				Environment: w.env.Name,
+				State:       dir,
+				Kind:        v.BootstrapCluster.Name,
+				Namespace:   names.Namespace,
+				Cluster:     v.Cluster.Name,
+				CAPD:        v.Cluster.OnDocker(),
+				Flux: func(ctx context.Context) ([]*unstructured.Unstructured, error) {
+					r, err := w.renderer()
+					if err != nil {
+						return nil, err
+					}
+					defer r.Close()
+					return r.Flux(ctx)
+				},
+				TakeBack: func(ctx context.Context) (*kube.Cluster, error) {
+					start := time.Now()
+					printer, err := g.printer(cmd, output, start)
+					if err != nil {
+						return nil, err
+					}
+					c, res, err := bootstrap.TakeBack(ctx, bootstrap.TakeBackOptions{Common: bootstrap.Common{
+						RepoRoot: w.root, Env: w.env, Redactor: g.redactor, Overrides: w.overrides,
+						KubeVersion: w.pins["KUBERNETES_VERSION"], BuildCache: buildCache(), StateDir: dir,
+						Timeout: 30 * time.Minute, Out: printer,
+					}, Source: "oci"})
+					var phases []progress.Span
+					if res != nil {
+						phases = res.Phases
+					}
+					printer.Summary(phases, time.Since(start), g.redactor.Error(err))
+					return c, err
+				},
+			}, func(format string, a ...any) { fmt.Fprintf(out, format+"\n", a...) })
+		},
+	}
+	cmd.Flags().StringArrayVar(&valueFiles, "values", nil, "the values files the bootstrap was given (repeatable): the kind cluster a self-managed cluster is taken back into needs them")
+	cmd.Flags().StringVarP(&output, "output", "o", "plain", "progress of the kind cluster a cluster is taken back into: plain, json or tty")
+	return cmd
+}

@@ -1,0 +1,89 @@
+package cleanup
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/pivot"
+)
+
+// takeBack deletes a self-managed management cluster whose machines are not containers of this
+// host (OpenStack): it cannot delete itself (its providers run on the machines they would
+// delete), so it is taken back, as clusterctl's documentation does it, into a kind cluster with
+// the same providers (Target.TakeBack), and deleted there through Cluster API; its providers
+// remove every machine and what they made for them (servers, ports, floating IPs, security
+// groups, network). Interrupted, a cleanup run again finds the cluster where it was left.
+func takeBack(ctx context.Context, kind KindClusters, m *kube.Cluster, t Target, rec records, log func(string, ...any)) error {
+	if t.TakeBack == nil {
+		log("the machines of %s are not containers of this host: delete them from the management cluster", t.Cluster)
+		return nil
+	}
+	key := client.ObjectKey{Namespace: t.Namespace, Name: t.Cluster}
+	if err := m.Client.Get(ctx, key, &clusterv1.Cluster{}); err != nil {
+		return fmt.Errorf("the management cluster %s does not define its Cluster %s: %w", m.Config.Host, key, err)
+	}
+	log("the machines of %s are not containers of this host, and a cluster cannot delete itself: taking it back into kind cluster %s, to delete it there", t.Cluster, t.Kind)
+	if err := suspendSources(ctx, m, log); err != nil {
+		return err
+	}
+	if err := suspendAll(ctx, m, t.Namespace, log); err != nil {
+		return err
+	}
+	temporary, err := t.TakeBack(ctx)
+	if err != nil {
+		return fmt.Errorf("make kind cluster %s to take %s back into (nothing was moved; the management cluster's units are suspended, `bootstrap apply` resumes them): %w", t.Kind, t.Cluster, err)
+	}
+	work, err := os.MkdirTemp("", "cluster-init-takeback-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	log("moving the definitions of %s from the management cluster into kind cluster %s (clusterctl move)", t.Cluster, t.Kind)
+	if err := pivot.Move(ctx, m, temporary, t.Namespace, work); err != nil {
+		return fmt.Errorf("%w; run cleanup again: it goes on with kind cluster %s", err, t.Kind)
+	}
+	if err := deleteCluster(ctx, temporary, t, log); err != nil {
+		left, lerr := recordedResources(ctx, temporary.Client, t.Namespace, t.Cluster)
+		return fmt.Errorf("cluster %s/%s was not deleted through Cluster API: %v; its provider recorded what it created (%s): kind cluster %s is kept, the only record of it. Run cleanup again once the provider can reach its infrastructure", t.Namespace, t.Cluster, err, describeLeft(left, lerr), t.Kind)
+	}
+	log("Cluster %s is deleted, and nothing its provider made is left", t.Cluster)
+	log("deleting kind cluster %s", t.Kind)
+	if err := kind.Delete(t.Kind); err != nil {
+		return err
+	}
+	return forget(rec, log)
+}
+
+// suspendAll suspends every Kustomization and HelmRelease of the namespace: once the move has
+// taken the definitions away, nothing in the management cluster applies them again.
+func suspendAll(ctx context.Context, m *kube.Cluster, namespace string, log func(string, ...any)) error {
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":true}}`))
+	ks := &kustomizev1.KustomizationList{}
+	if err := m.Client.List(ctx, ks, client.InNamespace(namespace)); err != nil {
+		return fmt.Errorf("list the Kustomizations of %s: %w", namespace, err)
+	}
+	hrs := &helmv2.HelmReleaseList{}
+	if err := m.Client.List(ctx, hrs, client.InNamespace(namespace)); err != nil {
+		return fmt.Errorf("list the releases of %s: %w", namespace, err)
+	}
+	log("suspending the management cluster's units: %d Kustomizations, %d releases", len(ks.Items), len(hrs.Items))
+	for i := range ks.Items {
+		if err := m.Client.Patch(ctx, &ks.Items[i], patch); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("suspend Kustomization %s: %w", ks.Items[i].Name, err)
+		}
+	}
+	for i := range hrs.Items {
+		if err := m.Client.Patch(ctx, &hrs.Items[i], patch); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("suspend HelmRelease %s: %w", hrs.Items[i].Name, err)
+		}
+	}
+	return nil
+}
