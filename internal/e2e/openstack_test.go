@@ -1,0 +1,168 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"cluster-init.dev/cluster-init/tools/testbed/openstack/cloud"
+	"cluster-init.dev/cluster-init/tools/testbed/openstack/simulator"
+)
+
+// openStackImage is the Glance image of the simulated cloud's servers: the test bed's node image.
+const openStackImage = "kindest-node-v1.37.0"
+
+// startCloud runs the test bed's OpenStack cloud for the test (tools/testbed/openstack): its
+// servers are containers on kind's network, removed when the test ends.
+func startCloud(t *testing.T) *simulator.Simulator {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := simulator.RemoveServers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	helper, err := simulator.BuildHelper(ctx, repo, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := simulator.Start(simulator.Options{Network: "kind", Images: map[string]string{openStackImage: "kindest/node:v1.37.0"}, CloudInitCommands: helper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sim.Close()
+		_ = simulator.RemoveServers(context.Background())
+	})
+	return sim
+}
+
+// capoEnvironment is environment-values/kubeadm-capo with the simulated cloud's clouds.yaml as
+// its secret, and the values that point it at that cloud (image, external network, key pair, a
+// subnet inside kind's network) with one control plane machine and one worker.
+func capoEnvironment(t *testing.T, sim *simulator.Simulator) (dir, values string) {
+	t.Helper()
+	var indented strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(sim.CloudsYAML(), "\n"), "\n") {
+		indented.WriteString("      " + l + "\n")
+	}
+	dir = copyEnvironment(t, "kubeadm-capo", "capo-simulated", "credentials:\n  openstack:\n    clouds_yaml: |\n"+indented.String()+"    cacert: \"\"\n")
+	values = writeValues(t, fmt.Sprintf(`cluster:
+  control_plane:
+    replicas: 1
+    flavor: m1.large
+  workers:
+    replicas: 1
+    flavor: m1.large
+  capo:
+    cloud_name: %s
+    image_name: %s
+    external_network_id: %s
+    ssh_key_name: %s
+    node_cidr: 172.18.200.0/24
+    dns_nameservers: [172.18.0.1]
+`, simulator.CloudName, openStackImage, simulator.ExternalNetworkID, simulator.KeyPair))
+	return dir, values
+}
+
+// servers are the simulated cloud's servers by status.
+func servers(sim *simulator.Simulator) map[string][]string {
+	out := map[string][]string{}
+	for _, r := range sim.Cloud.Resources() {
+		if r.Kind == "server" {
+			out[r.Detail] = append(out[r.Detail], r.Name)
+		}
+	}
+	return out
+}
+
+// kubeadm-capo end to end on the simulated cloud: bootstrap with the pivot to a self-managed
+// management cluster, a worker added by apply, then cleanup, which takes the cluster back into
+// kind to delete it; the cloud holds nothing of the environment afterwards.
+func TestKubeadmCAPOOnTheSimulatedCloud(t *testing.T) {
+	requireEveryTestbedImage(t)
+	sim := startCloud(t)
+	dir, capoValues := capoEnvironment(t, sim)
+	cleanup(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	defer cancel()
+	took := map[string]time.Duration{}
+
+	r := bootstrap(t, ctx, nil, dir, "--values", testbedVs, "--values", capoValues, "--output", "plain")
+	r.report(t, "bootstrap kubeadm-capo (simulated cloud)")
+	if r.err != nil {
+		t.Fatalf("bootstrap kubeadm-capo: %v", r.err)
+	}
+	took["bootstrap with the pivot"] = r.wall
+	assertContains(t, "the bootstrap", r.output.String(), "the pivot is complete", "is self-managed: 2 machines")
+	if got := servers(sim); len(got["ACTIVE"]) != 2 || len(got) != 1 {
+		t.Errorf("servers after the bootstrap: %v, expected 2 ACTIVE", got)
+	}
+	kc := state.Environment(dir).ManagementKubeconfig()
+	if ready := kubectl(t, kc, "-n", "cluster-init", "get", "openstackservers", "-o", "jsonpath={.items[*].status.ready}"); ready != "true true" {
+		t.Errorf("the management cluster's OpenStackServers after the pivot: ready %q", ready)
+	}
+	if phases := kubectl(t, kc, "-n", "cluster-init", "get", "machines", "-o", "jsonpath={.items[*].status.phase}"); phases != "Running Running" {
+		t.Errorf("machines as the management cluster sees them: %q", phases)
+	}
+
+	// Day 2 from the self-managed cluster: its own CAPO creates the server.
+	workers := writeValues(t, "cluster:\n  workers:\n    replicas: 2\n")
+	r = bootstrap(t, ctx, nil, "apply", dir, "--values", testbedVs, "--values", capoValues, "--values", workers, "--output", "plain")
+	r.report(t, "apply kubeadm-capo (workers 1 -> 2)")
+	if r.err != nil {
+		t.Fatalf("apply: %v", r.err)
+	}
+	took["apply: workers 1 -> 2"] = r.wall
+	if got := servers(sim); len(got["ACTIVE"]) != 3 {
+		t.Errorf("servers after apply: %v, expected 3 ACTIVE", got)
+	}
+
+	// Cleanup: the cluster cannot delete itself, it is taken back into kind and deleted there.
+	r = bootstrap(t, ctx, nil, "cleanup", dir, "--values", testbedVs, "--values", capoValues)
+	if r.err != nil {
+		t.Fatalf("cleanup: %v", r.err)
+	}
+	took["cleanup (taken back into kind)"] = r.wall
+	assertContains(t, "the cleanup", r.output.String(), "taking it back into kind cluster", "Cluster management is deleted")
+	if left := sim.Cloud.Resources(); len(left) > 0 {
+		t.Errorf("left on the cloud after cleanup: %+v", left)
+	}
+	if out, _ := exec.Command("docker", "ps", "-a", "--quiet", "--filter", "label=cluster-init.dev/openstack-server").Output(); strings.TrimSpace(string(out)) != "" {
+		t.Errorf("server containers left after cleanup: %s", out)
+	}
+	if left := kindClusters(t); slices.Contains(left, "cluster-init-bootstrap") {
+		t.Errorf("kind cluster left after cleanup: %v", left)
+	}
+	if _, err := os.Stat(kc); err == nil {
+		t.Errorf("cleanup left the management kubeconfig %s", kc)
+	}
+	reportCloud(t, sim.Cloud, took)
+}
+
+// reportCloud logs the wall time of each step and the API calls CAPO made, by route.
+func reportCloud(t *testing.T, c *cloud.Cloud, took map[string]time.Duration) {
+	t.Helper()
+	var steps []string
+	for s, d := range took {
+		steps = append(steps, fmt.Sprintf("%s %s", s, d.Round(time.Second)))
+	}
+	sort.Strings(steps)
+	t.Logf("kubeadm-capo on the simulated cloud: %s", strings.Join(steps, "; "))
+	calls := c.Calls()
+	var routes []string
+	total := 0
+	for r, n := range calls {
+		routes = append(routes, fmt.Sprintf("%5d  %s", n, r))
+		total += n
+	}
+	sort.Strings(routes)
+	t.Logf("API calls: %d in all, by route:\n%s", total, strings.Join(routes, "\n"))
+}
