@@ -166,3 +166,90 @@ func reportCloud(t *testing.T, c *cloud.Cloud, took map[string]time.Duration) {
 	sort.Strings(routes)
 	t.Logf("API calls: %d in all, by route:\n%s", total, strings.Join(routes, "\n"))
 }
+
+// noPivot keeps the cluster managed by the kind cluster: the fault tests need no pivot.
+const noPivot = `pivot: false
+units:
+  management-flux:
+    enabled: false
+  management-configs:
+    enabled: false
+  management-cluster-init:
+    enabled: false
+`
+
+// A cloud that answers 503 for a while and boots slowly: the bootstrap recovers without help;
+// one that refuses a server over quota and fails another: the conclusion names both, from CAPO's
+// own words; cleanup leaves nothing on the cloud either way.
+func TestOpenStackFaultsEndInARecoveryOrAConclusion(t *testing.T) {
+	requireEveryTestbedImage(t)
+	sim := startCloud(t)
+	dir, capoValues := capoEnvironment(t, sim)
+	cleanup(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	defer cancel()
+	noPivotValues := writeValues(t, noPivot)
+	inject := func(f cloud.Fault) {
+		t.Helper()
+		if err := sim.Cloud.Inject(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cleanupAndCheck := func(what string) {
+		t.Helper()
+		r := bootstrap(t, ctx, nil, "cleanup", dir, "--values", testbedVs, "--values", capoValues)
+		if r.err != nil {
+			t.Fatalf("cleanup after %s: %v", what, r.err)
+		}
+		if left := sim.Cloud.Resources(); len(left) > 0 {
+			t.Errorf("left on the cloud after %s and cleanup: %+v", what, left)
+		}
+		t.Logf("cleanup after %s: %s", what, r.wall.Round(time.Second))
+	}
+
+	// Recovery: Neutron and Nova answer 503 for the first 90 s of the cluster's life, and every
+	// server takes 90 s to boot.
+	inject(cloud.Fault{Kind: "slow-boot", For: "90s"})
+	var downSince time.Time
+	onLine := func(line string) bool {
+		if downSince.IsZero() && strings.Contains(line, "unit capo: ready") {
+			downSince = time.Now()
+			inject(cloud.Fault{Kind: "unavailable", Service: "network", For: "90s"})
+			inject(cloud.Fault{Kind: "unavailable", Service: "compute", For: "90s"})
+		}
+		return false
+	}
+	r := bootstrap(t, ctx, onLine, dir, "--values", testbedVs, "--values", capoValues, "--values", noPivotValues, "--until", "units", "--output", "plain")
+	r.report(t, "bootstrap kubeadm-capo with 503s and slow boots")
+	if r.err != nil {
+		t.Fatalf("the bootstrap did not recover from 90 s of 503s and 90 s boots: %v", r.err)
+	}
+	if downSince.IsZero() {
+		t.Fatal("the 503s were never injected: no line said the capo unit was ready")
+	}
+	if got := servers(sim); len(got["ACTIVE"]) != 2 {
+		t.Errorf("servers after the recovery: %v, expected 2 ACTIVE", got)
+	}
+	calls := sim.Cloud.Calls()
+	t.Logf("recovered: cluster ready %s after the 503s began (%d calls answered 503 or not, %d server creations)",
+		time.Since(downSince).Round(time.Second), calls["GET /network/v2.0/networks"], calls["POST /compute/v2.1/servers"])
+	sim.Cloud.ClearFaults()
+	cleanupAndCheck("the recovery")
+
+	// Conclusion: two workers; Nova refuses the second over quota, the first goes to ERROR.
+	inject(cloud.Fault{Kind: "server-error", Name: "workers", Count: 1})
+	inject(cloud.Fault{Kind: "quota", Resource: "instances", Limit: 2})
+	twoWorkers := writeValues(t, "cluster:\n  workers:\n    replicas: 2\n")
+	r = bootstrap(t, ctx, nil, dir, "--values", testbedVs, "--values", capoValues, "--values", noPivotValues, "--values", twoWorkers,
+		"--until", "units", "--output", "plain", "--timeout", "8m")
+	r.report(t, "bootstrap kubeadm-capo over quota and with a server in ERROR")
+	if r.err == nil {
+		t.Fatal("the bootstrap succeeded with a worker over quota and one in ERROR")
+	}
+	out := r.output.String()
+	conclusion := out[strings.LastIndex(out, "the bootstrap is stuck"):]
+	assertContains(t, "the conclusion", conclusion, "Quota exceeded for instances", "ERROR")
+	t.Logf("conclusion after %s:\n%s", r.wall.Round(time.Second), conclusion)
+	sim.Cloud.ClearFaults()
+	cleanupAndCheck("the quota and the server in ERROR")
+}
