@@ -470,3 +470,32 @@ func imageID(t *testing.T, c *testCloud) string {
 	imgs, _ := images.ExtractImages(page)
 	return imgs[0].ID
 }
+
+// Two clusters' networks with the same CIDR: their servers share one Docker network, so no
+// address is handed out twice.
+func TestOverlappingSubnetsNeverShareAnAddress(t *testing.T) {
+	c := start(t)
+	ctx := context.Background()
+	seen := map[string]string{}
+	for _, name := range []string{"a", "b"} {
+		n, err := networks.Create(ctx, c.network, networks.CreateOpts{Name: name}).Extract()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := subnets.Create(ctx, c.network, subnets.CreateOpts{NetworkID: n.ID, CIDR: "172.18.200.0/24", IPVersion: gophercloud.IPv4}).Extract()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			p, err := ports.Create(ctx, c.network, ports.CreateOpts{NetworkID: n.ID, FixedIPs: []ports.IP{{SubnetID: s.ID}}}).Extract()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ip := p.FixedIPs[0].IPAddress
+			if other, ok := seen[ip]; ok {
+				t.Errorf("port %d of network %s got %s, already network %s's", i, name, ip, other)
+			}
+			seen[ip] = name
+		}
+	}
+}

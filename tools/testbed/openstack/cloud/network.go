@@ -455,19 +455,30 @@ func (c *Cloud) removeSubnet(o object) (effect, *apiError) {
 }
 
 // usedAddresses are the addresses of a subnet that are taken: its gateway, every port's, and the
-// floating IPs (which Neutron also keeps as ports).
+// floating IPs (which Neutron also keeps as ports). Every subnet's servers run on the one Docker
+// network, so an address taken in an overlapping subnet (another cluster's, with the same CIDR)
+// is taken here too: two containers cannot share it, as two networks of a cloud could.
 func (c *Cloud) usedAddresses(subnetID string) map[netip.Addr]bool {
 	used := map[netip.Addr]bool{}
-	if s, ok := c.subnets.get(subnetID); ok {
-		if g, err := netip.ParseAddr(s.str("gateway_ip")); err == nil {
-			used[g] = true
+	self, ok := c.subnets.get(subnetID)
+	if !ok {
+		return used
+	}
+	cidr, _ := netip.ParsePrefix(self.str("cidr"))
+	overlapping := map[string]bool{}
+	for _, s := range c.subnets.all() {
+		if other, err := netip.ParsePrefix(s.str("cidr")); err == nil && other.Overlaps(cidr) {
+			overlapping[s.str("id")] = true
+			if g, err := netip.ParseAddr(s.str("gateway_ip")); err == nil {
+				used[g] = true
+			}
 		}
 	}
 	for _, p := range c.ports.all() {
 		ips, _ := p["fixed_ips"].([]any)
 		for _, ip := range ips {
 			m, _ := ip.(map[string]any)
-			if s, _ := m["subnet_id"].(string); s == subnetID {
+			if s, _ := m["subnet_id"].(string); overlapping[s] {
 				if a, err := netip.ParseAddr(fmt.Sprint(m["ip_address"])); err == nil {
 					used[a] = true
 				}
