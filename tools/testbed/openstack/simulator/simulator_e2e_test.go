@@ -149,4 +149,3 @@ func dockerExec(t *testing.T, ctr string, args ...string) string {
 	}
 	return strings.TrimSpace(string(out))
 }
-
