@@ -26,6 +26,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -43,6 +44,8 @@ const tailLines = int64(2000)
 
 // Found is the last reconcile error of an object.
 type Found struct {
+	// Kind is the kind of the object the error was logged for.
+	Kind     string
 	Provider string    // the provider label, such as infrastructure-openstack
 	Pod      string    // namespace/name of the pod that logged it
 	Time     time.Time // when the kubelet received the line
@@ -58,6 +61,18 @@ func (f Found) String() string {
 // Last finds the last reconcile error logged for the object kind namespace/name (group is the
 // kind's API group); found is false when the provider logged none in the lines read.
 func Last(ctx context.Context, c *kube.Cluster, gk schema.GroupKind, namespace, name string) (Found, bool, error) {
+	return last(ctx, c, gk, namespace, name, gk.Kind)
+}
+
+// LastNamed is Last for every kind of the object's provider: a provider that makes objects of its
+// own named after a machine's (CAPO's OpenStackServer, after the OpenStackMachine) logs the
+// error of the machine under that kind.
+func LastNamed(ctx context.Context, c *kube.Cluster, gk schema.GroupKind, namespace, name string) (Found, bool, error) {
+	return last(ctx, c, gk, namespace, name, "")
+}
+
+// last reads the logs of gk's provider for the errors of namespace/name of kind ("" any kind).
+func last(ctx context.Context, c *kube.Cluster, gk schema.GroupKind, namespace, name, kind string) (Found, bool, error) {
 	mapping, err := c.Mapper.RESTMapping(gk)
 	if err != nil {
 		return Found{}, false, fmt.Errorf("the resource of %s: %w", gk, err)
@@ -89,7 +104,7 @@ func Last(ctx context.Context, c *kube.Cluster, gk schema.GroupKind, namespace, 
 			if err != nil {
 				continue // a container not started yet has no log
 			}
-			f, ok := scan(stream, gk.Kind, namespace, name)
+			f, ok := scan(stream, kind, namespace, name)
 			stream.Close()
 			if !ok {
 				continue
@@ -113,7 +128,7 @@ var (
 )
 
 // scan reads a controller's log, each line after the kubelet's timestamp (RFC 3339), for the
-// reconcile errors of one object.
+// reconcile errors of one object (of any kind when kind is empty).
 func scan(r io.Reader, kind, namespace, name string) (Found, bool) {
 	var last Found
 	sc := bufio.NewScanner(r)
@@ -136,11 +151,11 @@ func scan(r io.Reader, kind, namespace, name string) (Found, bool) {
 		if fields == nil || fields["msg"] != "Reconciler error" && !strings.Contains(line, `"Reconciler error"`) {
 			continue
 		}
-		if fields["controllerKind"] != kind || fields["namespace"] != namespace || fields["name"] != name {
+		if (kind != "" && fields["controllerKind"] != kind) || fields["namespace"] != namespace || fields["name"] != name {
 			continue
 		}
 		last.Count++
-		last.Time, last.Error = when, fields["err"]
+		last.Time, last.Error, last.Kind = when, fields["err"], fields["controllerKind"]
 	}
 	return last, last.Count > 0
 }
@@ -202,26 +217,69 @@ func OfCluster(ctx context.Context, c *kube.Cluster, namespace, name string) ([]
 		return nil, fmt.Errorf("list the Machines of %s: %w", name, err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	// machineInfra marks the refs that are a machine's infrastructure.
+	machineInfra := make([]bool, len(refs))
 	for _, m := range list.Items {
 		if !conditionTrue(m.Status.Conditions, clusterv1.MachineReadyCondition) {
 			refs = append(refs, m.Spec.InfrastructureRef, m.Spec.Bootstrap.ConfigRef)
+			machineInfra = append(machineInfra, true, false)
 		}
 	}
 	var lines []string
-	for _, ref := range refs {
+	for i, ref := range refs {
 		if !ref.IsDefined() {
 			continue
 		}
-		f, ok, err := Last(ctx, c, schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind}, namespace, ref.Name)
+		gk := schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind}
+		find := Last
+		if machineInfra[i] {
+			// What the infrastructure says of the machine itself, and what its provider logged
+			// for anything named after it.
+			lines = append(lines, failed(ctx, c, gk, namespace, ref.Name)...)
+			find = LastNamed
+		}
+		f, ok, err := find(ctx, c, gk, namespace, ref.Name)
 		if err != nil {
 			lines = append(lines, fmt.Sprintf("%s %s: its controller's log could not be read: %v", ref.Kind, ref.Name, err))
 			continue
 		}
 		if ok {
-			lines = append(lines, fmt.Sprintf("%s %s: %s", ref.Kind, ref.Name, f))
+			lines = append(lines, fmt.Sprintf("%s %s: %s", f.Kind, ref.Name, f))
 		}
 	}
 	return lines, nil
+}
+
+// failed are the conditions an infrastructure object reports False with severity Error, and its
+// failure message: how a provider (CAPO) says a machine's server went to ERROR, which it does
+// not log as an error.
+func failed(ctx context.Context, c *kube.Cluster, gk schema.GroupKind, namespace, name string) []string {
+	mapping, err := c.Mapper.RESTMapping(gk)
+	if err != nil {
+		return nil
+	}
+	o := &unstructured.Unstructured{}
+	o.SetGroupVersionKind(mapping.GroupVersionKind)
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, o); err != nil {
+		return nil
+	}
+	var out []string
+	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+	for _, raw := range conds {
+		cond, _ := raw.(map[string]any)
+		if cond["status"] != "False" || cond["severity"] != "Error" {
+			continue
+		}
+		line := fmt.Sprintf("%s %s: %v is False: %v", gk.Kind, name, cond["type"], cond["reason"])
+		if msg, _ := cond["message"].(string); msg != "" {
+			line += ": " + msg
+		}
+		out = append(out, line)
+	}
+	if msg, _, _ := unstructured.NestedString(o.Object, "status", "failureMessage"); msg != "" {
+		out = append(out, fmt.Sprintf("%s %s: failed: %s", gk.Kind, name, msg))
+	}
+	return out
 }
 
 func conditionTrue(conds []metav1.Condition, t string) bool {

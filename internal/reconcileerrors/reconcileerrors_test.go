@@ -62,3 +62,18 @@ func TestTheLastErrorOfTheObjectIsFound(t *testing.T) {
 		t.Error("an error found for an object that has none")
 	}
 }
+
+// CAPO logs a machine's server creation refused under its OpenStackServer, named after the
+// OpenStackMachine: read for any kind, the error is found and says which kind it was.
+func TestTheErrorOfAnObjectNamedAfterTheMachineIsFound(t *testing.T) {
+	log := `E1127 07:50:12.000000       1 controller.go:353] "Reconciler error" err="create OpenStack instance: Expected HTTP response code [202] when accessing [POST http://172.18.0.1:8788/compute/v2.1/servers], but got 403 instead: {\"forbidden\": {\"code\": 403, \"message\": \"Quota exceeded for instances: Requested 1, but already used 2 of 2 instances\"}}" controller="openstackserver" controllerKind="OpenStackServer" OpenStackServer="cluster-init/management-workers-x-y" namespace="cluster-init" name="management-workers-x-y" reconcileID="9f"
+`
+	start := time.Date(2026, 11, 27, 7, 50, 12, 0, time.UTC)
+	if _, ok := scan(strings.NewReader(stamped(log, start)), "OpenStackMachine", "cluster-init", "management-workers-x-y"); ok {
+		t.Error("found under the OpenStackMachine's kind, which logged nothing")
+	}
+	f, ok := scan(strings.NewReader(stamped(log, start)), "", "cluster-init", "management-workers-x-y")
+	if !ok || f.Kind != "OpenStackServer" || !strings.Contains(f.Error, "Quota exceeded for instances") {
+		t.Errorf("any kind: found %v, %+v", ok, f)
+	}
+}
