@@ -225,6 +225,9 @@ func (c *Cloud) Handler() http.Handler {
 		c.mu.Lock()
 		c.calls[pattern]++
 		down := c.faults.unavailable(service)
+		if down {
+			c.calls["503 "+service]++
+		}
 		c.mu.Unlock()
 		if pattern == "/" {
 			c.log.Warn("call the cloud does not know", "method", r.Method, "path", r.URL.Path, "query", r.URL.RawQuery)
@@ -243,7 +246,8 @@ func (c *Cloud) Handler() http.Handler {
 	})
 }
 
-// Calls is how many times each API route was called, by its route pattern.
+// Calls is how many times each API route was called, by its route pattern, and how many calls
+// each service refused with 503 while a fault had it down ("503 compute").
 func (c *Cloud) Calls() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -436,6 +436,9 @@ func TestInjectedFaultsReachTheClientInOpenStacksShapes(t *testing.T) {
 	if _, err := networks.Get(ctx, c.network, networkID).Extract(); err != nil {
 		t.Errorf("network after it came back: %v", err)
 	}
+	if n := c.Calls()["503 network"]; n != 1 {
+		t.Errorf("calls refused with 503 counted: %d, expected 1", n)
+	}
 
 	// A slow boot: BUILD for the delay, then ACTIVE.
 	if err := c.Inject(cloud.Fault{Kind: "slow-boot", For: "500ms"}); err != nil {
