@@ -17,6 +17,8 @@ import (
 // repository is a working copy of the repository on the test bed's git server: the checkout,
 // with the environment set to read from it and its secrets encrypted.
 type repository struct {
+	// env is the environment the repository's management cluster is made of.
+	env           string
 	dir           string
 	remote        string // with the credentials: never logged
 	key           string // the age key file
@@ -80,11 +82,11 @@ func (r *repository) writeSecrets(t *testing.T, more string) {
 	t.Helper()
 	lines := strings.Split(gitServer(t, "credentials"), "\n")
 	token := strings.TrimSpace(readFile(t, lines[1]))
-	r.write(t, "environment-values/"+env+"/secrets.yaml",
+	r.write(t, "environment-values/"+r.env+"/secrets.yaml",
 		"credentials:\n  git:\n    username: "+lines[0]+"\n    password: "+token+"\n"+
 			"  notifications:\n    receiver_token: "+r.receiverToken+"\n"+more)
-	bootstrapOK(t, "secrets", "encrypt", env, "--repo", r.dir, "--age-key-file", r.key)
-	if data := readFile(t, filepath.Join(r.dir, "environment-values", env, "secrets.yaml")); strings.Contains(data, token) || strings.Contains(data, r.receiverToken) {
+	bootstrapOK(t, "secrets", "encrypt", r.env, "--repo", r.dir, "--age-key-file", r.key)
+	if data := readFile(t, filepath.Join(r.dir, "environment-values", r.env, "secrets.yaml")); strings.Contains(data, token) || strings.Contains(data, r.receiverToken) {
 		t.Fatal("a token is in the committed secrets file")
 	}
 }
@@ -94,6 +96,12 @@ func (r *repository) writeSecrets(t *testing.T, more string) {
 // prepare, if given, changes the working copy before it is pushed (the platform's values).
 func newRepository(t *testing.T, prepare ...func(r *repository)) *repository {
 	t.Helper()
+	return newRepositoryOf(t, env, prepare...)
+}
+
+// newRepositoryOf is newRepository for the environment environment-values/envName.
+func newRepositoryOf(t *testing.T, envName string, prepare ...func(r *repository)) *repository {
+	t.Helper()
 	gitServer(t, "start")
 	url := gitServer(t, "url")
 	lines := strings.Split(gitServer(t, "credentials"), "\n")
@@ -101,7 +109,7 @@ func newRepository(t *testing.T, prepare ...func(r *repository)) *repository {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &repository{dir: t.TempDir(), key: filepath.Join(t.TempDir(), "age.agekey"), receiverToken: newReceiverToken(t)}
+	r := &repository{env: envName, dir: t.TempDir(), key: filepath.Join(t.TempDir(), "age.agekey"), receiverToken: newReceiverToken(t)}
 	r.remote = strings.Replace(url, "http://", "http://"+lines[0]+":"+strings.TrimSpace(string(token))+"@", 1)
 
 	list := exec.Command("git", "-C", repo, "ls-files", "-co", "--exclude-standard", "-z")
@@ -120,11 +128,11 @@ func newRepository(t *testing.T, prepare ...func(r *repository)) *repository {
 
 	// The environment names its git source and serves its Receiver on a node port; its secrets
 	// carry the git credentials and the Receiver's token, encrypted.
-	values, err := os.ReadFile(filepath.Join(r.dir, "environment-values", env, "values.yaml"))
+	values, err := os.ReadFile(filepath.Join(r.dir, "environment-values", r.env, "values.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.write(t, "environment-values/"+env+"/values.yaml", string(values)+"source:\n  type: git\n  url: "+url+"\n  ref:\n    branch: main\n"+
+	r.write(t, "environment-values/"+r.env+"/values.yaml", string(values)+"source:\n  type: git\n  url: "+url+"\n  ref:\n    branch: main\n"+
 		"notifications:\n  receiver:\n    node_port: "+receiverNodePort+"\n")
 	if out := bootstrapOK(t, "secrets", "keygen", "--out", r.key); !strings.Contains(out, "public key: age1") {
 		t.Fatalf("keygen: %s", out)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -255,4 +256,74 @@ func TestOpenStackFaultsEndInARecoveryOrAConclusion(t *testing.T) {
 	t.Logf("conclusion after %s:\n%s", r.wall.Round(time.Second), conclusion)
 	sim.Cloud.ClearFaults()
 	cleanupAndCheck("the quota and the server in ERROR")
+}
+
+// kubeadm-capo from git: bootstrapped from the test bed's git server onto the simulated cloud,
+// then its workers scaled by a plain commit, which the self-managed cluster's own CAPO carries out;
+// cleanup then takes it back into kind and leaves nothing on the cloud.
+func TestKubeadmCAPOScaledByACommit(t *testing.T) {
+	requireEveryTestbedImage(t)
+	sim := startCloud(t)
+	const capo = "kubeadm-capo"
+	cleanup(t, capo)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	defer cancel()
+	var indented strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(sim.CloudsYAML(), "\n"), "\n") {
+		indented.WriteString("        " + l + "\n")
+	}
+	r := newRepositoryOf(t, capo, func(r *repository) {
+		// The simulated cloud's image, network, key pair, a subnet inside kind's network; one
+		// control plane machine and one worker: the values the platform commits.
+		path := "environment-values/" + capo + "/values.yaml"
+		values := readFile(t, filepath.Join(r.dir, path))
+		for _, kv := range [][2]string{
+			{`replicas: 3`, `replicas: 1`}, {`replicas: 2`, `replicas: 1`}, {`flavor: m1.xlarge`, `flavor: m1.large`},
+			{`cloud_name: openstack`, `cloud_name: ` + simulator.CloudName},
+			{`image_name: ubuntu-2404-kube-v1.37.0`, `image_name: ` + openStackImage},
+			{`external_network_id: 00000000-0000-0000-0000-000000000000`, `external_network_id: ` + simulator.ExternalNetworkID},
+			{`ssh_key_name: management-key`, `ssh_key_name: ` + simulator.KeyPair},
+			{`node_cidr: 10.6.0.0/24`, `node_cidr: 172.18.200.0/24`},
+		} {
+			if !strings.Contains(values, kv[0]) {
+				t.Fatalf("%s has no %q", path, kv[0])
+			}
+			values = strings.Replace(values, kv[0], kv[1], 1)
+		}
+		r.write(t, path, values)
+		r.writeSecrets(t, "  openstack:\n    clouds_yaml: |\n"+indented.String()+"    cacert: \"\"\n")
+	})
+	run := bootstrap(t, ctx, nil, capo, "--repo", r.dir, "--age-key-file", r.key, "--values", testbedVs, "--output", "plain")
+	run.report(t, "bootstrap "+capo+" --source git (simulated cloud)")
+	if run.err != nil {
+		t.Fatalf("bootstrap: %v", run.err)
+	}
+	t.Cleanup(func() {
+		if _, err := os.Stat(state.Environment(capo).ManagementKubeconfig()); err == nil {
+			bootstrap(t, context.Background(), nil, "cleanup", capo, "--repo", r.dir, "--age-key-file", r.key, "--values", testbedVs)
+		}
+	})
+	kc := state.Environment(capo).ManagementKubeconfig()
+
+	path := "environment-values/" + capo + "/values.yaml"
+	values := readFile(t, filepath.Join(r.dir, path))
+	r.write(t, path, strings.Replace(values, "  workers:\n    replicas: 1\n", "  workers:\n    replicas: 2\n", 1))
+	pushed := r.commit(t, "management: two workers")
+	waitFor(t, 15*time.Minute, "a third machine of the management cluster, running", func() bool {
+		return runningMachines(t, kc, "cluster-init", "management") == 3
+	})
+	scaled := time.Since(pushed)
+	if got := servers(sim); len(got["ACTIVE"]) != 3 {
+		t.Errorf("servers after the commit: %v, expected 3 ACTIVE", got)
+	}
+	t.Logf("push -> the management cluster with 2 workers on the simulated cloud (source's poll, no Receiver): %s", scaled.Round(time.Second))
+
+	c := bootstrap(t, ctx, nil, "cleanup", capo, "--repo", r.dir, "--age-key-file", r.key, "--values", testbedVs)
+	if c.err != nil {
+		t.Fatalf("cleanup: %v", c.err)
+	}
+	if left := sim.Cloud.Resources(); len(left) > 0 {
+		t.Errorf("left on the cloud after cleanup: %+v", left)
+	}
+	reportCloud(t, sim.Cloud, map[string]time.Duration{"bootstrap --source git": run.wall, "push -> workers 1 -> 2": scaled, "cleanup": c.wall})
 }
