@@ -245,7 +245,7 @@ func TestOpenStackFaultsEndInARecoveryOrAConclusion(t *testing.T) {
 	inject(cloud.Fault{Kind: "quota", Resource: "instances", Limit: 2})
 	twoWorkers := writeValues(t, "cluster:\n  workers:\n    replicas: 2\n")
 	r = bootstrap(t, ctx, nil, dir, "--values", testbedVs, "--values", capoValues, "--values", noPivotValues, "--values", twoWorkers,
-		"--until", "units", "--output", "plain", "--timeout", "8m")
+		"--until", "units", "--output", "plain", "--timeout", "6m")
 	r.report(t, "bootstrap kubeadm-capo over quota and with a server in ERROR")
 	if r.err == nil {
 		t.Fatal("the bootstrap succeeded with a worker over quota and one in ERROR")
