@@ -50,11 +50,7 @@ func startCloud(t *testing.T) *simulator.Simulator {
 // subnet inside kind's network) with one control plane machine and one worker.
 func capoEnvironment(t *testing.T, sim *simulator.Simulator) (dir, values string) {
 	t.Helper()
-	var indented strings.Builder
-	for _, l := range strings.Split(strings.TrimRight(sim.CloudsYAML(), "\n"), "\n") {
-		indented.WriteString("      " + l + "\n")
-	}
-	dir = copyEnvironment(t, "kubeadm-capo", "capo-simulated", "credentials:\n  openstack:\n    clouds_yaml: |\n"+indented.String()+"    cacert: \"\"\n")
+	dir = copyEnvironment(t, "kubeadm-capo", "capo-simulated", "credentials:\n"+openStackCredentials(sim))
 	values = writeValues(t, fmt.Sprintf(`cluster:
   control_plane:
     replicas: 1
@@ -71,6 +67,18 @@ func capoEnvironment(t *testing.T, sim *simulator.Simulator) (dir, values string
     dns_nameservers: [172.18.0.1]
 `, simulator.CloudName, openStackImage, simulator.ExternalNetworkID, simulator.KeyPair))
 	return dir, values
+}
+
+// openStackCredentials are the lines of credentials.openstack of a secrets file (indented under
+// credentials:) for the simulated cloud.
+func openStackCredentials(sim *simulator.Simulator) string {
+	var b strings.Builder
+	b.WriteString("  openstack:\n    clouds_yaml: |\n")
+	for _, l := range strings.Split(strings.TrimRight(sim.CloudsYAML(), "\n"), "\n") {
+		b.WriteString("      " + l + "\n")
+	}
+	b.WriteString("    cacert: \"\"\n")
+	return b.String()
 }
 
 // servers are the simulated cloud's servers by status.
@@ -268,10 +276,6 @@ func TestKubeadmCAPOScaledByACommit(t *testing.T) {
 	cleanup(t, capo)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
-	var indented strings.Builder
-	for _, l := range strings.Split(strings.TrimRight(sim.CloudsYAML(), "\n"), "\n") {
-		indented.WriteString("        " + l + "\n")
-	}
 	r := newRepositoryOf(t, capo, func(r *repository) {
 		// The simulated cloud's image, network, key pair, a subnet inside kind's network; one
 		// control plane machine and one worker: the values the platform commits.
@@ -291,7 +295,7 @@ func TestKubeadmCAPOScaledByACommit(t *testing.T) {
 			values = strings.Replace(values, kv[0], kv[1], 1)
 		}
 		r.write(t, path, values)
-		r.writeSecrets(t, "  openstack:\n    clouds_yaml: |\n"+indented.String()+"    cacert: \"\"\n")
+		r.writeSecrets(t, openStackCredentials(sim))
 	})
 	run := bootstrap(t, ctx, nil, capo, "--repo", r.dir, "--age-key-file", r.key, "--values", testbedVs, "--output", "plain")
 	run.report(t, "bootstrap "+capo+" --source git (simulated cloud)")
