@@ -53,6 +53,12 @@ values, and works whatever they are.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
+			// The progress of a take-back, checked before anything is removed.
+			start := time.Now()
+			printer, err := g.printer(cmd, output, start)
+			if err != nil {
+				return err
+			}
 			// Every wait inside is bounded; this bounds the requests to a cluster that stops answering.
 			ctx, cancel := context.WithTimeout(cmd.Context(), 45*time.Minute)
 			defer cancel()
@@ -72,11 +78,6 @@ values, and works whatever they are.`,
 					return r.Flux(ctx)
 				},
 				TakeBack: func(ctx context.Context) (*kube.Cluster, error) {
-					start := time.Now()
-					printer, err := g.printer(cmd, output, start)
-					if err != nil {
-						return nil, err
-					}
 					c, res, err := bootstrap.TakeBack(ctx, bootstrap.TakeBackOptions{Common: bootstrap.Common{
 						RepoRoot: w.root, Env: w.env, Redactor: g.redactor, Overrides: w.overrides,
 						KubeVersion: w.pins["KUBERNETES_VERSION"], BuildCache: buildCache(), StateDir: dir,

@@ -64,12 +64,12 @@ var _ KindClusters = (*kindcluster.Manager)(nil)
 // that a new bootstrap is not refused for a cluster that is gone), the containers of its clusters
 // (RecordContainers: what is removed directly when the clusters cannot say it any more), and the
 // adopted mark (the management cluster was adopted: it stays, only what cluster-init installed
-// goes).
-type records struct{ kubeconfig, containers, adopted string }
+// goes), and the taken-back mark (its cluster was moved into the kind cluster to be deleted there).
+type records struct{ kubeconfig, containers, adopted, takenBack string }
 
 func (t Target) records() records {
 	e := t.State.Environment(t.Environment)
-	return records{kubeconfig: e.ManagementKubeconfig(), containers: e.ContainersRecord(), adopted: e.AdoptedRecord()}
+	return records{kubeconfig: e.ManagementKubeconfig(), containers: e.ContainersRecord(), adopted: e.AdoptedRecord(), takenBack: e.TakenBackRecord()}
 }
 
 // Run removes the target from the host's kind clusters and containers (DockerCLI), reporting
@@ -176,10 +176,6 @@ func run(ctx context.Context, kind KindClusters, containers Containers, t Target
 	} else {
 		log("no kind cluster %s", t.Kind)
 	}
-	workloads, err := deleteWorkloadClusters(ctx, management, t, log)
-	if err != nil {
-		log("could not delete the workload clusters through Cluster API: %v (removing their containers directly)", err)
-	}
 	if !t.CAPD {
 		// No management cluster: the Cluster was only ever in the bootstrap cluster.
 		if management == nil || deleted {
@@ -189,6 +185,10 @@ func run(ctx context.Context, kind KindClusters, containers Containers, t Target
 			return forget(rec, log)
 		}
 		return takeBack(ctx, kind, management, t, rec, log)
+	}
+	workloads, err := deleteWorkloadClusters(ctx, management, t, log)
+	if err != nil {
+		log("could not delete the workload clusters through Cluster API: %v (removing their containers directly)", err)
 	}
 	if err := removeContainers(ctx, containers, append(workloads, t.Cluster), owned, log); err != nil {
 		return err
@@ -222,7 +222,7 @@ func removeAdopted(ctx context.Context, m *kube.Cluster, containers Containers, 
 
 // forget removes the environment's management kubeconfig and its records.
 func forget(rec records, log func(string, ...any)) error {
-	for _, path := range []string{rec.kubeconfig, rec.containers, rec.adopted} {
+	for _, path := range []string{rec.kubeconfig, rec.containers, rec.adopted, rec.takenBack} {
 		if err := os.Remove(path); err == nil {
 			log("removed %s", path)
 		} else if !errors.Is(err, os.ErrNotExist) {

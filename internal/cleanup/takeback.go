@@ -22,32 +22,53 @@ import (
 // remove every machine and what they made for them (servers, ports, floating IPs, security
 // groups, network). Interrupted, a cleanup run again finds the cluster where it was left.
 func takeBack(ctx context.Context, kind KindClusters, m *kube.Cluster, t Target, rec records, log func(string, ...any)) error {
-	if t.TakeBack == nil {
-		log("the machines of %s are not containers of this host: delete them from the management cluster", t.Cluster)
-		return nil
-	}
 	key := client.ObjectKey{Namespace: t.Namespace, Name: t.Cluster}
-	if err := m.Client.Get(ctx, key, &clusterv1.Cluster{}); err != nil {
-		return fmt.Errorf("the management cluster %s does not define its Cluster %s: %w", m.Config.Host, key, err)
+	err := m.Client.Get(ctx, key, &clusterv1.Cluster{})
+	if _, statErr := os.Stat(rec.takenBack); statErr == nil && err != nil {
+		// An earlier cleanup moved the cluster into the kind cluster, which deleted it (the kind
+		// cluster was looked at before): the management cluster, gone with its machines or
+		// emptied by the move, records nothing more.
+		log("Cluster %s was taken back into kind cluster %s and deleted there by an earlier cleanup (the management cluster: %v)", t.Cluster, t.Kind, err)
+		return forget(rec, log)
+	}
+	if err != nil {
+		return fmt.Errorf("read Cluster %s in the management cluster %s: %w", key, m.Config.Host, err)
+	}
+	if t.TakeBack == nil {
+		return fmt.Errorf("the machines of %s are not containers of this host and no kind cluster can take it back here: delete it from the management cluster", t.Cluster)
 	}
 	log("the machines of %s are not containers of this host, and a cluster cannot delete itself: taking it back into kind cluster %s, to delete it there", t.Cluster, t.Kind)
+	// Nothing comes back from git from here on: not the workload clusters deleted next, not the
+	// definitions the move takes away.
 	if err := suspendSources(ctx, m, log); err != nil {
 		return err
 	}
 	if err := suspendAll(ctx, m, t.Namespace, log); err != nil {
 		return err
 	}
+	resume := fmt.Sprintf("the management cluster's units are suspended: run cleanup again, or resume them with `flux resume kustomization --all -n %s` and `flux resume helmrelease --all -n %s` to keep the cluster", t.Namespace, t.Namespace)
+	// Their machines are not this host's either: only Cluster API can remove them, and the
+	// management cluster is their only record.
+	if _, err := deleteWorkloadClusters(ctx, m, t, log); err != nil {
+		return fmt.Errorf("delete the workload clusters through the management cluster's Cluster API: %w; nothing was moved, %s", err, resume)
+	}
 	temporary, err := t.TakeBack(ctx)
 	if err != nil {
-		return fmt.Errorf("make kind cluster %s to take %s back into (nothing was moved; the management cluster's units are suspended, `bootstrap apply` resumes them): %w", t.Kind, t.Cluster, err)
+		return fmt.Errorf("make kind cluster %s to take %s back into: %w; nothing was moved, %s", t.Kind, t.Cluster, err, resume)
 	}
 	work, err := os.MkdirTemp("", "cluster-init-takeback-")
 	if err != nil {
-		return err
+		return fmt.Errorf("a directory for the kubeconfigs of the move: %w", err)
 	}
 	defer os.RemoveAll(work)
+	if err := os.WriteFile(rec.takenBack, []byte(t.Kind+"\n"), 0o600); err != nil {
+		return fmt.Errorf("record the take-back: %w", err)
+	}
 	log("moving the definitions of %s from the management cluster into kind cluster %s (clusterctl move)", t.Cluster, t.Kind)
 	if err := pivot.Move(ctx, m, temporary, t.Namespace, work); err != nil {
+		return fmt.Errorf("%w; run cleanup again: it goes on with kind cluster %s", err, t.Kind)
+	}
+	if err := pivot.Wake(ctx, temporary.Client, t.Namespace); err != nil {
 		return fmt.Errorf("%w; run cleanup again: it goes on with kind cluster %s", err, t.Kind)
 	}
 	if err := deleteCluster(ctx, temporary, t, log); err != nil {
@@ -57,7 +78,7 @@ func takeBack(ctx context.Context, kind KindClusters, m *kube.Cluster, t Target,
 	log("Cluster %s is deleted, and nothing its provider made is left", t.Cluster)
 	log("deleting kind cluster %s", t.Kind)
 	if err := kind.Delete(t.Kind); err != nil {
-		return err
+		return fmt.Errorf("delete kind cluster %s: %w", t.Kind, err)
 	}
 	return forget(rec, log)
 }

@@ -30,18 +30,27 @@ func (p *pivot) move(ctx context.Context, _ *State) error {
 	return Move(ctx, p.Bootstrap, m, p.Namespace, p.WorkDir)
 }
 
+// wake wakes, in the management cluster, what does not notice the move (Wake).
+func (p *pivot) wake(ctx context.Context, _ *State) error {
+	m, err := p.connect(ctx)
+	if err != nil {
+		return err
+	}
+	return Wake(ctx, m.Client, p.Namespace)
+}
+
 // Move runs clusterctl move of the namespace from one cluster to the other, through the
-// clusterctl client library, and wakes what does not notice the move (wakeAfterMove). clusterctl
-// reads kubeconfig files: they are written into workDir for the time of the move.
+// clusterctl client library; Wake must follow. clusterctl reads kubeconfig files: they are
+// written into workDir for the time of the move.
 func Move(ctx context.Context, from, to *kube.Cluster, namespace, workDir string) error {
 	fromPath := filepath.Join(workDir, "from.kubeconfig")
 	toPath := filepath.Join(workDir, "to.kubeconfig")
 	if err := os.WriteFile(fromPath, from.Kubeconfig, 0o600); err != nil {
-		return err
+		return fmt.Errorf("write the kubeconfig clusterctl moves from: %w", err)
 	}
 	defer os.Remove(fromPath)
 	if err := os.WriteFile(toPath, to.Kubeconfig, 0o600); err != nil {
-		return err
+		return fmt.Errorf("write the kubeconfig clusterctl moves to: %w", err)
 	}
 	defer os.Remove(toPath)
 	c, err := Clusterctl(ctx)
@@ -55,7 +64,30 @@ func Move(ctx context.Context, from, to *kube.Cluster, namespace, workDir string
 	}); err != nil {
 		return fmt.Errorf("clusterctl move of namespace %s from the %s cluster to the %s cluster: %w", namespace, from.Name, to.Name, err)
 	}
-	return wakeAfterMove(ctx, to.Client, namespace, time.Now())
+	return nil
+}
+
+// wakeTimeout bounds Wake: a server never created has no instance to report, and waking it
+// again changes nothing.
+const wakeTimeout = 90 * time.Second
+
+// Wake wakes the moved objects that do not notice the move (wakeAfterMove), again every 15 s
+// while one has not reported its instance: the controller may still have seen its Cluster paused
+// in its cache when the first change arrived.
+func Wake(ctx context.Context, c client.Client, namespace string) error {
+	ctx, cancel := context.WithTimeout(ctx, wakeTimeout)
+	defer cancel()
+	for {
+		asleep, err := wakeAfterMove(ctx, c, namespace, time.Now())
+		if err != nil || asleep == 0 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(15 * time.Second):
+		}
+	}
 }
 
 // notWatchingTheirCluster are the kinds whose controller does not watch their Cluster: clusterctl
@@ -67,9 +99,11 @@ var notWatchingTheirCluster = []schema.GroupVersionKind{
 	{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "OpenStackServerList"},
 }
 
-// wakeAfterMove changes an annotation of every moved object of those kinds, which makes its
-// controller reconcile it again, now that its Cluster runs.
-func wakeAfterMove(ctx context.Context, c client.Client, namespace string, now time.Time) error {
+// wakeAfterMove changes an annotation of every moved object of those kinds that has not reported
+// its instance yet (clusterctl move does not carry status), which makes its controller reconcile
+// it again, now that its Cluster runs; it returns how many it woke.
+func wakeAfterMove(ctx context.Context, c client.Client, namespace string, now time.Time) (int, error) {
+	woken := 0
 	for _, gvk := range notWatchingTheirCluster {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk)
@@ -77,10 +111,13 @@ func wakeAfterMove(ctx context.Context, c client.Client, namespace string, now t
 			if meta.IsNoMatchError(err) {
 				continue // the provider is not installed here
 			}
-			return fmt.Errorf("list the moved %s: %w", strings.TrimSuffix(gvk.Kind, "List"), err)
+			return woken, fmt.Errorf("list the moved %s: %w", strings.TrimSuffix(gvk.Kind, "List"), err)
 		}
 		for i := range list.Items {
 			o := &list.Items[i]
+			if id, _, _ := unstructured.NestedString(o.Object, "status", "instanceID"); id != "" {
+				continue // reconciled since the move
+			}
 			patch := client.MergeFrom(o.DeepCopy())
 			annotations := o.GetAnnotations()
 			if annotations == nil {
@@ -89,11 +126,12 @@ func wakeAfterMove(ctx context.Context, c client.Client, namespace string, now t
 			annotations[names.MovedAtAnnotation] = now.UTC().Format(time.RFC3339)
 			o.SetAnnotations(annotations)
 			if err := c.Patch(ctx, o, patch); err != nil {
-				return fmt.Errorf("wake the moved %s %s: %w", o.GetKind(), o.GetName(), err)
+				return woken, fmt.Errorf("wake the moved %s %s: %w", o.GetKind(), o.GetName(), err)
 			}
+			woken++
 		}
 	}
-	return nil
+	return woken, nil
 }
 
 // Clusterctl is a clusterctl client that reads no configuration file and no environment: what

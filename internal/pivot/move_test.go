@@ -42,8 +42,8 @@ func TestTheMovedOpenStackServersAreWoken(t *testing.T) {
 	moved := []*unstructured.Unstructured{server("cluster-init", "management-control-plane-a"), server("cluster-init", "management-workers-b")}
 	other := server("elsewhere", "other")
 	now := time.Date(2026, 11, 27, 7, 15, 41, 0, time.UTC)
-	if err := wakeAfterMove(ctx, c, "cluster-init", now); err != nil {
-		t.Fatal(err)
+	if woken, err := wakeAfterMove(ctx, c, "cluster-init", now); err != nil || woken != 2 {
+		t.Fatalf("woken %d, %v; expected the 2 moved", woken, err)
 	}
 	for _, o := range append(moved, other) {
 		got := &unstructured.Unstructured{}
@@ -61,5 +61,35 @@ func TestTheMovedOpenStackServersAreWoken(t *testing.T) {
 		if o != other && got.GetResourceVersion() == o.GetResourceVersion() {
 			t.Errorf("%s was not changed: its controller is not woken", o.GetName())
 		}
+	}
+}
+
+// A moved server that has reported its instance since is not woken again.
+func TestAServerThatReportedItsInstanceIsLeftAlone(t *testing.T) {
+	c := testenv.Start(t, "management").Client
+	ctx := context.Background()
+	if err := c.Create(ctx, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "cluster-init"}}}); err != nil {
+		t.Fatal(err)
+	}
+	o := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "OpenStackServer",
+		"metadata": map[string]any{"name": "management-workers-b", "namespace": "cluster-init"},
+		"spec": map[string]any{
+			"flavor":      "m1.large",
+			"identityRef": map[string]any{"cloudName": "testbed", "name": "management-cloud-config"},
+			"image":       map[string]any{"filter": map[string]any{"name": "kindest-node-v1.37.0"}},
+			"sshKeyName":  "testbed",
+			"ports":       []any{map[string]any{"network": map[string]any{"id": "8910ca2b-cd27-495f-a3a8-abdf7a1862db"}}},
+		},
+	}}
+	if err := c.Create(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	o.Object["status"] = map[string]any{"instanceID": "b4a50e2d-29b6-494e-be9d-a2cff5330338", "ready": true}
+	if err := c.Status().Update(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+	if woken, err := wakeAfterMove(ctx, c, "cluster-init", time.Now()); err != nil || woken != 0 {
+		t.Errorf("woken %d, %v; expected none", woken, err)
 	}
 }

@@ -32,6 +32,7 @@ const (
 	StepWaitReady      = "wait-ready"      // providers of the management cluster and all machines ready
 	StepSuspend        = "suspend"         // the bootstrap cluster stops reconciling the definitions
 	StepMove           = "move"            // clusterctl move of the namespace
+	StepWake           = "wake"            // what does not notice the move reconciles again
 	StepAdopt          = "adopt"           // the management cluster's release takes the definitions over
 	StepVerify         = "verify"          // Cluster ready from the management side, no machine replaced
 )
@@ -63,6 +64,7 @@ func (p *pivot) steps(st *State) []steps.Step {
 		{StepWaitReady, p.waitReady},
 		{StepSuspend, p.suspend},
 		{StepMove, p.move},
+		{StepWake, p.wake},
 		{StepAdopt, p.adopt},
 		{StepVerify, p.verify},
 	} {

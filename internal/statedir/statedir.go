@@ -105,6 +105,11 @@ func (e Environment) WorkloadKubeconfig(namespace, name string) string {
 // kept, for cleanup once the clusters that know them are gone (cleanup.RecordContainers).
 func (e Environment) ContainersRecord() string { return filepath.Join(e.path, "containers.json") }
 
+// TakenBackRecord is where cleanup records that it moved the environment's self-managed cluster
+// into a kind cluster to delete it there: a cleanup run again after that knows the management
+// cluster is no longer the record of what was created.
+func (e Environment) TakenBackRecord() string { return filepath.Join(e.path, "taken-back") }
+
 // AdoptedRecord is where bootstrap --adopt records that the environment's management cluster was
 // adopted (its API server's address): cleanup leaves such a cluster, even when its own state is
 // gone or it does not answer.
