@@ -244,7 +244,11 @@ func OfCluster(ctx context.Context, c *kube.Cluster, namespace, name string) ([]
 			continue
 		}
 		if ok {
-			lines = append(lines, fmt.Sprintf("%s %s: %s", f.Kind, ref.Name, f))
+			kind := f.Kind
+			if kind == "" {
+				kind = ref.Kind
+			}
+			lines = append(lines, fmt.Sprintf("%s %s: %s", kind, ref.Name, f))
 		}
 	}
 	return lines, nil

@@ -90,6 +90,10 @@ func serve(args []string) error {
 	}
 	defer sim.Close()
 	if *cloudsYAML != "" {
+		// Removed first: a file that exists keeps its mode through a write.
+		if err := os.Remove(*cloudsYAML); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("replace the clouds.yaml: %w", err)
+		}
 		if err := os.WriteFile(*cloudsYAML, []byte(sim.CloudsYAML()), 0o600); err != nil {
 			return fmt.Errorf("write the clouds.yaml: %w", err)
 		}

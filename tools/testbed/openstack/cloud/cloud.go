@@ -97,9 +97,16 @@ type Cloud struct {
 
 	faults faults
 	calls  map[string]int
-	// booting cancels the boot of each server still booting, so that a delete stops it.
-	booting map[string]context.CancelFunc
-	booted  sync.WaitGroup
+	// booting are the boots still going, so that a delete stops one and waits for it.
+	booting map[string]booting
+	// closed: the cloud is shutting down and starts nothing more in the background.
+	closed bool
+	booted sync.WaitGroup
+}
+
+type booting struct {
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 type tokenInfo struct {
@@ -131,7 +138,7 @@ func New(cfg Config) (*Cloud, error) {
 		flavors: newTable(), servers: newTable(), keypairs: newTable(),
 		networks: newTable(), subnets: newTable(), ports: newTable(), secGroups: newTable(), secRules: newTable(),
 		routers: newTable(), floatingIPs: newTable(), images: newTable(),
-		calls: map[string]int{}, booting: map[string]context.CancelFunc{},
+		calls: map[string]int{}, booting: map[string]booting{},
 	}
 	c.projectID, c.userID, c.domainID = newID(), newID(), "default"
 	c.seed()
@@ -140,6 +147,9 @@ func New(cfg Config) (*Cloud, error) {
 
 // Close stops what the cloud runs in the background (boots, slow boots) and waits for it.
 func (c *Cloud) Close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
 	c.cancel()
 	c.booted.Wait()
 }

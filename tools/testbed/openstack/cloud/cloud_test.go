@@ -502,3 +502,52 @@ func TestOverlappingSubnetsNeverShareAnAddress(t *testing.T) {
 		}
 	}
 }
+
+// What Neutron and Nova do that the review found missing: a boolean filter in either case, a
+// refused update that changes nothing, a refused server that leaves no port behind.
+func TestRefusalsChangeNothingAndBooleansFilterInEitherCase(t *testing.T) {
+	c := start(t)
+	ctx := context.Background()
+	for _, v := range []string{"true", "True"} {
+		var body struct{ Networks []struct{ ID string } }
+		if _, err := c.network.Get(ctx, c.network.ServiceURL("networks")+"?router:external="+v, &body, nil); err != nil {
+			t.Fatalf("router:external=%s: %v", v, err)
+		}
+		if len(body.Networks) != 1 || body.Networks[0].ID != c.ExternalNetworkID() {
+			t.Errorf("router:external=%s: %+v, expected the external network", v, body)
+		}
+	}
+
+	networkID, _, _, _, port := cluster(t, c)
+	// A floating IP on the port, then moved to a port of a network no router reaches: refused,
+	// and the floating IP stays where it was.
+	fip, err := floatingips.Create(ctx, c.network, floatingips.CreateOpts{FloatingNetworkID: c.ExternalNetworkID(), PortID: port.ID}).Extract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lonely, _ := networks.Create(ctx, c.network, networks.CreateOpts{Name: "lonely"}).Extract()
+	ls, _ := subnets.Create(ctx, c.network, subnets.CreateOpts{NetworkID: lonely.ID, CIDR: "10.9.0.0/24", IPVersion: gophercloud.IPv4}).Extract()
+	other, err := ports.Create(ctx, c.network, ports.CreateOpts{NetworkID: lonely.ID, FixedIPs: []ports.IP{{SubnetID: ls.ID}}}).Extract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := floatingips.Update(ctx, c.network, fip.ID, floatingips.UpdateOpts{PortID: &other.ID}).Extract(); !gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+		t.Errorf("a floating IP moved to a port no router reaches: %v, expected 404", err)
+	}
+	if got, _ := floatingips.Get(ctx, c.network, fip.ID).Extract(); got.PortID != port.ID || got.Status != "ACTIVE" {
+		t.Errorf("after the refused move the floating IP is on %q, %s; expected still on %s, ACTIVE", got.PortID, got.Status, port.ID)
+	}
+
+	// A server refused after Nova made a port for its first network: the port goes too.
+	before, _ := ports.List(c.network, ports.ListOpts{}).AllPages(ctx)
+	n, _ := ports.ExtractPorts(before)
+	_, err = servers.Create(ctx, c.compute, servers.CreateOpts{Name: "refused", FlavorRef: "1", ImageRef: imageID(t, c),
+		Networks: []servers.Network{{UUID: networkID}, {Port: "no-such-port"}}}, nil).Extract()
+	if !gophercloud.ResponseCodeIs(err, http.StatusBadRequest) {
+		t.Errorf("a server with a missing port: %v, expected 400", err)
+	}
+	after, _ := ports.List(c.network, ports.ListOpts{}).AllPages(ctx)
+	if m, _ := ports.ExtractPorts(after); len(m) != len(n) {
+		t.Errorf("ports before the refused server %d, after %d", len(n), len(m))
+	}
+}

@@ -206,6 +206,9 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request) {
 
 func (c *Cloud) newServer(in serverFields) (object, *apiError) {
 	bad := func(msg string) *apiError { return &apiError{status: http.StatusBadRequest, msg: msg} }
+	if c.closed {
+		return nil, &apiError{status: http.StatusServiceUnavailable, msg: "The cloud is shutting down."}
+	}
 	if strings.TrimSpace(in.Name) == "" {
 		return nil, bad("Invalid input for field/attribute name. Value: . '' is too short")
 	}
@@ -243,30 +246,9 @@ func (c *Cloud) newServer(in serverFields) (object, *apiError) {
 		return nil, &apiError{status: http.StatusForbidden, msg: fmt.Sprintf("Quota exceeded for instances: Requested 1, but already used %d of %d instances", used, c.faults.quotas["instances"])}
 	}
 	id := newID()
-	// The server's ports: given ones, or one made on each network asked for.
-	var ports []object
-	nets, _ := in.Networks.([]any)
-	for _, n := range nets {
-		m, _ := n.(map[string]any)
-		if p, _ := m["port"].(string); p != "" {
-			port, ok := c.ports.get(p)
-			if !ok {
-				return nil, bad(fmt.Sprintf("Port id %s could not be found.", p))
-			}
-			if port.str("device_id") != "" {
-				return nil, &apiError{status: http.StatusConflict, msg: fmt.Sprintf("Port %s is still in use.", p)}
-			}
-			ports = append(ports, port)
-			continue
-		}
-		if u, _ := m["uuid"].(string); u != "" {
-			port, _, err := c.createPort(object{"network_id": u})
-			if err != nil {
-				return nil, &apiError{status: err.status, msg: err.msg}
-			}
-			port["nova_created"] = true
-			ports = append(ports, port)
-		}
+	ports, err := c.serverPorts(in.Networks)
+	if err != nil {
+		return nil, err
 	}
 	for _, p := range ports {
 		p["device_id"], p["device_owner"], p["status"] = id, "compute:nova", "ACTIVE"
@@ -308,13 +290,52 @@ func (c *Cloud) newServer(in serverFields) (object, *apiError) {
 	failure := c.faults.serverFailure(in.Name)
 	delay := c.faults.bootDelay
 	ctx, cancel := context.WithCancel(c.ctx)
-	c.booting[id] = cancel
+	b := booting{cancel: cancel, done: make(chan struct{})}
+	c.booting[id] = b
 	c.booted.Add(1)
 	go func() {
 		defer c.booted.Done()
+		defer close(b.done)
 		c.boot(ctx, spec, failure, delay)
 	}()
 	return s, nil
+}
+
+// serverPorts are the ports of a new server: the given ones, or one made on each network asked
+// for; a refusal leaves no port made for it behind.
+func (c *Cloud) serverPorts(networks any) ([]object, *apiError) {
+	var ports, made []object
+	fail := func(e *apiError) ([]object, *apiError) {
+		for _, p := range made {
+			c.ports.remove(p.str("id"))
+		}
+		return nil, e
+	}
+	nets, _ := networks.([]any)
+	for _, n := range nets {
+		m, _ := n.(map[string]any)
+		if p, _ := m["port"].(string); p != "" {
+			port, ok := c.ports.get(p)
+			if !ok {
+				return fail(&apiError{status: http.StatusBadRequest, msg: fmt.Sprintf("Port id %s could not be found.", p)})
+			}
+			if port.str("device_id") != "" {
+				return fail(&apiError{status: http.StatusConflict, msg: fmt.Sprintf("Port %s is still in use.", p)})
+			}
+			ports = append(ports, port)
+			continue
+		}
+		if u, _ := m["uuid"].(string); u != "" {
+			port, _, err := c.createPort(object{"network_id": u})
+			if err != nil {
+				return fail(&apiError{status: err.status, msg: err.msg})
+			}
+			port["nova_created"] = true
+			made = append(made, port)
+			ports = append(ports, port)
+		}
+	}
+	return ports, nil
 }
 
 func hostname(name string) string {
@@ -470,23 +491,38 @@ func (c *Cloud) deleteServer(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	c.mu.Lock()
 	s, ok := c.servers.get(id)
-	if ok {
+	b, isBooting := c.booting[id]
+	closed := c.closed
+	if ok && !closed {
 		s["OS-EXT-STS:task_state"] = "deleting"
-		if cancel := c.booting[id]; cancel != nil {
-			cancel()
+		if isBooting {
+			b.cancel()
 		}
+		c.booted.Add(1)
 	}
 	c.mu.Unlock()
 	if !ok {
 		novaError(w, http.StatusNotFound, fmt.Sprintf("Instance %s could not be found.", id))
 		return
 	}
-	c.booted.Add(1)
+	if closed {
+		novaError(w, http.StatusServiceUnavailable, "The cloud is shutting down.")
+		return
+	}
 	go func() {
 		defer c.booted.Done()
+		if isBooting {
+			// A boot stopped half-way may still be starting the machine: it is deleted after.
+			<-b.done
+		}
 		if c.cfg.Machines != nil {
 			if err := c.cfg.Machines.Delete(c.ctx, id); err != nil {
 				c.log.Error("delete a server's machine", "server", id, "err", err)
+				c.mu.Lock()
+				if s, ok := c.servers.get(id); ok {
+					s["OS-EXT-STS:task_state"] = nil
+				}
+				c.mu.Unlock()
 				c.setState(id, "ERROR", "", "error", 0, "Failed to delete the instance: "+err.Error())
 				return
 			}

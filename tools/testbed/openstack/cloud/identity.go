@@ -78,8 +78,8 @@ type authRequest struct {
 func same(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
 
 // issueToken is Keystone's POST /v3/auth/tokens: password (user by name in a domain, or by ID),
-// application credential (by ID, or name with the user) or an existing token; scoped to the
-// cloud's one project.
+// application credential (by ID; by name with its user is not taken) or an existing token;
+// scoped to the cloud's one project.
 func (c *Cloud) issueToken(w http.ResponseWriter, r *http.Request) {
 	var req authRequest
 	if !decode(w, r, &req, keystoneError) {

@@ -167,11 +167,14 @@ func (c *Cloud) networkRoutes(mux *http.ServeMux) {
 			case k.update == nil:
 				err = badRequest(k.what + " cannot be updated.")
 			default:
-				fx, err = k.update(c, o, body[k.singular])
-			}
-			if err == nil {
-				touch(o)
+				// On a copy, kept only when the whole update is valid: a refused update changes
+				// nothing, as in Neutron.
 				o = o.clone()
+				if fx, err = k.update(c, o, body[k.singular]); err == nil {
+					touch(o)
+					k.table(c).put(o)
+					o = o.clone()
+				}
 			}
 			c.mu.Unlock()
 			if err != nil {
@@ -209,7 +212,7 @@ func (c *Cloud) neutronFail(w http.ResponseWriter, err *apiError) {
 	neutronError(w, err.status, err.typ, err.msg)
 }
 
-// run does an effect in the background of the request, bound to the cloud's life.
+// run does an effect after the records changed, with the lock released, bound to the cloud's life.
 func (c *Cloud) run(fx effect) {
 	if fx == nil {
 		return
@@ -248,7 +251,7 @@ func (c *Cloud) tagRoutes(mux *http.ServeMux, base string, k neutronKind) {
 		var tags []string
 		if ok {
 			status = f(o)
-			tags = o.strings("tags")
+			tags = slices.Clone(o.strings("tags"))
 		}
 		c.mu.Unlock()
 		switch {
@@ -789,7 +792,17 @@ func (c *Cloud) createRouter(in object) (object, effect, *apiError) {
 }
 
 func (c *Cloud) setGateway(router object, gw map[string]any) *apiError {
-	// An old gateway port goes first.
+	if gw != nil {
+		netID, _ := gw["network_id"].(string)
+		n, ok := c.networks.get(netID)
+		if !ok {
+			return notFound("Network", netID)
+		}
+		if ext, _ := n["router:external"].(bool); !ext {
+			return badRequest(fmt.Sprintf("Bad router request: Network %s is not an external network.", netID))
+		}
+	}
+	// The old gateway port goes first.
 	for _, p := range c.ports.all() {
 		if p.str("device_id") == router.str("id") && p.str("device_owner") == "network:router_gateway" {
 			c.ports.remove(p.str("id"))
@@ -1032,7 +1045,7 @@ func (c *Cloud) associate(fip object, portID string, in object) (effect, *apiErr
 		}
 	}
 	if routerID == "" {
-		return nil, notFound("External network "+fip.str("floating_network_id")+" is not reachable from subnet", fmt.Sprint(first["subnet_id"]))
+		return nil, &apiError{http.StatusNotFound, "ExternalGatewayForFloatingIPNotFound", fmt.Sprintf("External network %s is not reachable from subnet %v.  Therefore, cannot associate Port %s with a Floating IP.", fip.str("floating_network_id"), first["subnet_id"], portID)}
 	}
 	for _, other := range c.floatingIPs.all() {
 		if other.str("id") != fip.str("id") && other.str("port_id") == portID && other.str("fixed_ip_address") == fixed {

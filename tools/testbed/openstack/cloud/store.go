@@ -113,7 +113,11 @@ func matches(o object, q url.Values) bool {
 		if !ok {
 			return false
 		}
-		if !slices.Contains(values, scalar(v)) {
+		_, isBool := v.(bool)
+		if !slices.ContainsFunc(values, func(want string) bool {
+			// Neutron takes a boolean as true or True; everything else exactly.
+			return want == scalar(v) || (isBool && strings.EqualFold(want, scalar(v)))
+		}) {
 			return false
 		}
 	}

@@ -85,6 +85,10 @@ func Start(opts Options) (*Simulator, error) {
 	if opts.AdminAddress == "" {
 		opts.AdminAddress = "127.0.0.1:0"
 	}
+	// The admin API has no authentication: it injects faults and lists what exists.
+	if host, _, err := net.SplitHostPort(opts.AdminAddress); err != nil || !isLoopback(host) {
+		return nil, fmt.Errorf("admin address %q: expected a loopback address (127.0.0.1:PORT), the admin API has no authentication", opts.AdminAddress)
+	}
 	admin, err := net.Listen("tcp", opts.AdminAddress)
 	if err != nil {
 		api.Close()
@@ -148,6 +152,14 @@ func (s *Simulator) CloudsYAML() string {
     identity_api_version: 3
     auth_type: v3applicationcredential
 `, CloudName, s.URL, s.ApplicationCredentialID, s.ApplicationCredentialSecret)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
 }
 
 func random(n int) string {
