@@ -262,7 +262,7 @@ func TestOpenStackFaultsEndInARecoveryOrAConclusion(t *testing.T) {
 	}
 	out := r.output.String()
 	conclusion := out[strings.LastIndex(out, "the bootstrap is stuck"):]
-	assertContains(t, "the conclusion", conclusion, "Quota exceeded for instances", "ERROR")
+	assertContains(t, "the conclusion", conclusion, "Quota exceeded for instances", "InstanceStateError")
 	t.Logf("conclusion after %s:\n%s", r.wall.Round(time.Second), conclusion)
 	sim.Cloud.ClearFaults()
 	cleanupAndCheck("the quota and the server in ERROR")

@@ -37,10 +37,32 @@ func TestWhatTheInfrastructureReportsFailedIsRead(t *testing.T) {
 	if err := c.Client.Status().Update(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(failed(ctx, c, schema.GroupKind{Group: "infrastructure.cluster.x-k8s.io", Kind: "OpenStackMachine"}, "cluster-init", "management-workers-x-y"), "\n")
+	// CAPO's OpenStackServer of the same name reports its instance in ERROR.
+	srv := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "OpenStackServer",
+		"metadata": map[string]any{"name": "management-workers-x-y", "namespace": "cluster-init"},
+		"spec": map[string]any{
+			"flavor":      "m1.large",
+			"identityRef": map[string]any{"cloudName": "testbed", "name": "management-cloud-config"},
+			"image":       map[string]any{"filter": map[string]any{"name": "kindest-node-v1.37.0"}},
+			"sshKeyName":  "testbed",
+			"ports":       []any{map[string]any{"network": map[string]any{"id": "8910ca2b-cd27-495f-a3a8-abdf7a1862db"}}},
+		},
+	}}
+	if err := c.Client.Create(ctx, srv); err != nil {
+		t.Fatal(err)
+	}
+	srv.Object["status"] = map[string]any{"ready": false, "instanceState": "ERROR", "conditions": []any{
+		map[string]any{"type": "InstanceReady", "status": "False", "severity": "Error", "reason": "InstanceStateError", "lastTransitionTime": "2026-11-27T07:50:12Z"},
+	}}
+	if err := c.Client.Status().Update(ctx, srv); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(failedNamed(ctx, c, schema.GroupKind{Group: "infrastructure.cluster.x-k8s.io", Kind: "OpenStackMachine"}, "cluster-init", "management-workers-x-y"), "\n")
 	for _, want := range []string{
 		"OpenStackMachine management-workers-x-y: InstanceReady is False: InstanceStateError",
 		"OpenStackMachine management-workers-x-y: failed: instance state ERROR is unexpected",
+		"OpenStackServer management-workers-x-y: InstanceReady is False: InstanceStateError",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("lacks %q:\n%s", want, got)

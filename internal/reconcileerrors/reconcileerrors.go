@@ -233,9 +233,9 @@ func OfCluster(ctx context.Context, c *kube.Cluster, namespace, name string) ([]
 		gk := schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind}
 		find := Last
 		if machineInfra[i] {
-			// What the infrastructure says of the machine itself, and what its provider logged
-			// for anything named after it.
-			lines = append(lines, failed(ctx, c, gk, namespace, ref.Name)...)
+			// What the infrastructure says of the machine and of its provider's other objects
+			// named after it, and what the provider logged for any of them.
+			lines = append(lines, failedNamed(ctx, c, gk, namespace, ref.Name)...)
 			find = LastNamed
 		}
 		f, ok, err := find(ctx, c, gk, namespace, ref.Name)
@@ -254,9 +254,35 @@ func OfCluster(ctx context.Context, c *kube.Cluster, namespace, name string) ([]
 	return lines, nil
 }
 
+// failedNamed is failed for every namespaced kind of gk's provider (its CRDs carry the
+// provider's label) that has an object of that name: CAPO says a machine's server went to ERROR
+// on the OpenStackServer named after the OpenStackMachine, and logs no error for it.
+func failedNamed(ctx context.Context, c *kube.Cluster, gk schema.GroupKind, namespace, name string) []string {
+	mapping, err := c.Mapper.RESTMapping(gk)
+	if err != nil {
+		return nil
+	}
+	own := &apiextensionsv1.CustomResourceDefinition{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Name: mapping.Resource.Resource + "." + gk.Group}, own); err != nil || own.Labels[ProviderLabel] == "" {
+		return failed(ctx, c, gk, namespace, name)
+	}
+	crds := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := c.Client.List(ctx, crds, client.MatchingLabels{ProviderLabel: own.Labels[ProviderLabel]}); err != nil {
+		return failed(ctx, c, gk, namespace, name)
+	}
+	sort.Slice(crds.Items, func(i, j int) bool { return crds.Items[i].Name < crds.Items[j].Name })
+	var out []string
+	for _, crd := range crds.Items {
+		if crd.Spec.Scope != apiextensionsv1.NamespaceScoped {
+			continue
+		}
+		out = append(out, failed(ctx, c, schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}, namespace, name)...)
+	}
+	return out
+}
+
 // failed are the conditions an infrastructure object reports False with severity Error, and its
-// failure message: how a provider (CAPO) says a machine's server went to ERROR, which it does
-// not log as an error.
+// failure message: how a provider says a machine failed when it logs no error for it.
 func failed(ctx context.Context, c *kube.Cluster, gk schema.GroupKind, namespace, name string) []string {
 	mapping, err := c.Mapper.RESTMapping(gk)
 	if err != nil {

@@ -186,7 +186,7 @@ change it.
 {{- $c := .Values.cluster -}}
 {{- $image := ternary "cluster.capd.node_image" "cluster.capo.image_name" (eq $c.providers.infrastructure "capd") -}}
 {{- if eq $c.providers.infrastructure "capo" -}}
-CAPO reaches the OpenStack cloud {{ $c.capo.cloud_name | quote }} of credentials.openstack.clouds_yaml: an authentication or connection error is its auth_url or credentials (secrets.yaml), a missing image, flavor or network is cluster.capo.* or the flavors of cluster.control_plane and cluster.workers.
+CAPO reaches the OpenStack cloud {{ $c.capo.cloud_name | quote }} of credentials.openstack.clouds_yaml: an authentication or connection error is its auth_url or credentials (secrets.yaml), a missing image, flavor or network is cluster.capo.* or the flavors of cluster.control_plane and cluster.workers; a server refused (InstanceCreateFailed: quota exceeded) or in ERROR (InstanceStateError) is the cloud's answer, which CAPO does not retry: the project's quota and `openstack server show` tell why, and deleting the Machine makes a new one.
 {{- end -}}
 {{- if eq $c.providers.bootstrap "rke2" -}}
 {{- if eq $c.providers.infrastructure "capo" }} {{ end -}}
