@@ -76,13 +76,17 @@ func TakeBack(ctx context.Context, opts TakeBackOptions) (*kube.Cluster, *Result
 }
 
 // takeBackValues disable the cluster unit and the bootstrap context's units that need it (the
-// CNI and cluster-ready follow it): what runs is the providers.
+// CNI and cluster-ready follow it): what runs is the providers. The kind cluster reads the
+// checkout pushed next to it (an OCI source), and serves no Receiver, which only a git source has.
 func takeBackValues() values.Layer {
 	off := map[string]any{}
 	for _, u := range []string{"cluster", "management-flux", "management-configs", "management-cluster-init", "pivot"} {
 		off[u] = map[string]any{"enabled": false}
 	}
-	return values.FromMap("(cleanup: the providers only, to take the cluster back)", map[string]any{"units": off})
+	return values.FromMap("(cleanup: the providers only, to take the cluster back)", map[string]any{
+		"units":         off,
+		"notifications": map[string]any{"receiver": map[string]any{"node_port": 0}},
+	})
 }
 
 // create is the flow of Run, Standalone and TakeBack.

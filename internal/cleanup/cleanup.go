@@ -14,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -290,17 +291,19 @@ func describeLeft(left []string, err error) string {
 // controllers have removed it. Without running controllers nothing would remove it: the
 // containers are removed directly instead.
 func deleteCluster(ctx context.Context, c *kube.Cluster, t Target, log func(string, ...any)) error {
-	core := &appsv1.Deployment{}
-	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: "capi-system", Name: "capi-controller-manager"}, core); err != nil || core.Status.AvailableReplicas == 0 {
-		return fmt.Errorf("no Cluster API controller runs in the bootstrap cluster")
-	}
+	// A kind cluster that does not define the Cluster (one whose making stopped before Cluster
+	// API was installed, say) records nothing: there is nothing to delete through it.
 	cl := &clusterv1.Cluster{}
 	err := c.Client.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Cluster}, cl)
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
 		return nil
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("read Cluster %s/%s: %w", t.Namespace, t.Cluster, err)
+	}
+	core := &appsv1.Deployment{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: "capi-system", Name: "capi-controller-manager"}, core); err != nil || core.Status.AvailableReplicas == 0 {
+		return fmt.Errorf("no Cluster API controller runs in the bootstrap cluster")
 	}
 	log("deleting Cluster %s/%s (its machines go with it)", t.Namespace, t.Cluster)
 	abandoned, err := machines.DeleteClusters(ctx, c.Client, machines.Deletion{
