@@ -82,7 +82,7 @@ values, and works whatever they are.`,
 						RepoRoot: w.root, Env: w.env, Redactor: g.redactor, Overrides: w.overrides,
 						KubeVersion: w.pins["KUBERNETES_VERSION"], BuildCache: buildCache(), StateDir: dir,
 						Timeout: 30 * time.Minute, Out: printer,
-					}, Source: "oci"})
+					}}) // the environment's own source, as a bootstrap without --source
 					var phases []progress.Span
 					if res != nil {
 						phases = res.Phases

@@ -76,8 +76,8 @@ func TakeBack(ctx context.Context, opts TakeBackOptions) (*kube.Cluster, *Result
 }
 
 // takeBackValues disable the cluster unit and the bootstrap context's units that need it (the
-// CNI and cluster-ready follow it): what runs is the providers. The kind cluster reads the
-// checkout pushed next to it (an OCI source), and serves no Receiver, which only a git source has.
+// CNI and cluster-ready follow it): what runs is the providers. The kind cluster serves no
+// Receiver: no push is for it.
 func takeBackValues() values.Layer {
 	off := map[string]any{}
 	for _, u := range []string{"cluster", "management-flux", "management-configs", "management-cluster-init", "pivot"} {
