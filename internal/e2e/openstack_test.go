@@ -218,14 +218,18 @@ func TestOpenStackFaultsEndInARecoveryOrAConclusion(t *testing.T) {
 		t.Logf("cleanup after %s: %s", what, r.wall.Round(time.Second))
 	}
 
-	// Recovery: Neutron and Nova answer 503 for the first 90 s of the cluster's life, and every
-	// server takes 90 s to boot.
+	// Recovery: every server takes 90 s to boot; Neutron answers 503 for 90 s once the providers
+	// run (CAPO is building the cluster's network), Nova for 90 s once the network is there (CAPO
+	// is creating the servers).
 	inject(cloud.Fault{Kind: "slow-boot", For: "90s"})
-	var downSince time.Time
+	var downSince, computeDown time.Time
 	onLine := func(line string) bool {
 		if downSince.IsZero() && strings.Contains(line, "unit capo: ready") {
 			downSince = time.Now()
 			inject(cloud.Fault{Kind: "unavailable", Service: "network", For: "90s"})
+		}
+		if computeDown.IsZero() && strings.Contains(line, "Cluster management: Provisioned") {
+			computeDown = time.Now()
 			inject(cloud.Fault{Kind: "unavailable", Service: "compute", For: "90s"})
 		}
 		return false
