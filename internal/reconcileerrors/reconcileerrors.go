@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -243,7 +244,12 @@ func OfCluster(ctx context.Context, c *kube.Cluster, namespace, name string) ([]
 			lines = append(lines, fmt.Sprintf("%s %s: its controller's log could not be read: %v", ref.Kind, ref.Name, err))
 			continue
 		}
-		if ok {
+		// A logged error that only wraps what a condition already says is not said twice.
+		if ok && !slices.ContainsFunc(lines, func(l string) bool {
+			_, msg, found := strings.Cut(l, " is False: ")
+			_, msg, _ = strings.Cut(msg, ": ")
+			return found && msg != "" && strings.Contains(f.Error, msg)
+		}) {
 			kind := f.Kind
 			if kind == "" {
 				kind = ref.Kind
@@ -256,58 +262,69 @@ func OfCluster(ctx context.Context, c *kube.Cluster, namespace, name string) ([]
 
 // failedNamed is failed for every namespaced kind of gk's provider (its CRDs carry the
 // provider's label) that has an object of that name: CAPO says a machine's server went to ERROR
-// on the OpenStackServer named after the OpenStackMachine, and logs no error for it.
+// on the OpenStackServer named after the OpenStackMachine, and logs no error for it. The kinds
+// come from the CRDs themselves, at their storage version: a REST mapper made before the provider
+// was installed would not know them.
 func failedNamed(ctx context.Context, c *kube.Cluster, gk schema.GroupKind, namespace, name string) []string {
-	mapping, err := c.Mapper.RESTMapping(gk)
-	if err != nil {
-		return nil
-	}
-	own := &apiextensionsv1.CustomResourceDefinition{}
-	if err := c.Client.Get(ctx, client.ObjectKey{Name: mapping.Resource.Resource + "." + gk.Group}, own); err != nil || own.Labels[ProviderLabel] == "" {
-		return failed(ctx, c, gk, namespace, name)
-	}
 	crds := &apiextensionsv1.CustomResourceDefinitionList{}
-	if err := c.Client.List(ctx, crds, client.MatchingLabels{ProviderLabel: own.Labels[ProviderLabel]}); err != nil {
-		return failed(ctx, c, gk, namespace, name)
+	if err := c.Client.List(ctx, crds); err != nil {
+		return []string{fmt.Sprintf("%s %s: the provider's kinds could not be listed: %v", gk.Kind, name, err)}
+	}
+	provider := ""
+	for _, crd := range crds.Items {
+		if crd.Spec.Group == gk.Group && crd.Spec.Names.Kind == gk.Kind {
+			provider = crd.Labels[ProviderLabel]
+		}
 	}
 	sort.Slice(crds.Items, func(i, j int) bool { return crds.Items[i].Name < crds.Items[j].Name })
 	var out []string
 	for _, crd := range crds.Items {
-		if crd.Spec.Scope != apiextensionsv1.NamespaceScoped {
+		own := crd.Spec.Group == gk.Group && crd.Spec.Names.Kind == gk.Kind
+		if crd.Spec.Scope != apiextensionsv1.NamespaceScoped || !own && (provider == "" || crd.Labels[ProviderLabel] != provider) {
 			continue
 		}
-		out = append(out, failed(ctx, c, schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}, namespace, name)...)
+		for _, v := range crd.Spec.Versions {
+			if v.Storage {
+				out = append(out, failed(ctx, c, schema.GroupVersionKind{Group: crd.Spec.Group, Version: v.Name, Kind: crd.Spec.Names.Kind}, namespace, name)...)
+			}
+		}
 	}
 	return out
 }
 
 // failed are the conditions an infrastructure object reports False with severity Error, and its
 // failure message: how a provider says a machine failed when it logs no error for it.
-func failed(ctx context.Context, c *kube.Cluster, gk schema.GroupKind, namespace, name string) []string {
-	mapping, err := c.Mapper.RESTMapping(gk)
-	if err != nil {
-		return nil
-	}
+func failed(ctx context.Context, c *kube.Cluster, gvk schema.GroupVersionKind, namespace, name string) []string {
 	o := &unstructured.Unstructured{}
-	o.SetGroupVersionKind(mapping.GroupVersionKind)
+	o.SetGroupVersionKind(gvk)
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, o); err != nil {
 		return nil
 	}
 	var out []string
 	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+	failing := 0
+	for _, raw := range conds {
+		if cond, _ := raw.(map[string]any); cond["status"] == "False" && cond["severity"] == "Error" {
+			failing++
+		}
+	}
 	for _, raw := range conds {
 		cond, _ := raw.(map[string]any)
 		if cond["status"] != "False" || cond["severity"] != "Error" {
 			continue
 		}
-		line := fmt.Sprintf("%s %s: %v is False: %v", gk.Kind, name, cond["type"], cond["reason"])
+		// Ready sums the others up: said once is enough.
+		if cond["type"] == "Ready" && failing > 1 {
+			continue
+		}
+		line := fmt.Sprintf("%s %s: %v is False: %v", gvk.Kind, name, cond["type"], cond["reason"])
 		if msg, _ := cond["message"].(string); msg != "" {
 			line += ": " + msg
 		}
 		out = append(out, line)
 	}
 	if msg, _, _ := unstructured.NestedString(o.Object, "status", "failureMessage"); msg != "" {
-		out = append(out, fmt.Sprintf("%s %s: failed: %s", gk.Kind, name, msg))
+		out = append(out, fmt.Sprintf("%s %s: failed: %s", gvk.Kind, name, msg))
 	}
 	return out
 }
