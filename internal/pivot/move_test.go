@@ -18,17 +18,7 @@ func TestTheMovedOpenStackServersAreWoken(t *testing.T) {
 	c := testenv.Start(t, "management").Client
 	ctx := context.Background()
 	server := func(namespace, name string) *unstructured.Unstructured {
-		o := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "OpenStackServer",
-			"metadata": map[string]any{"name": name, "namespace": namespace},
-			"spec": map[string]any{
-				"flavor":      "m1.large",
-				"identityRef": map[string]any{"cloudName": "testbed", "name": "management-cloud-config"},
-				"image":       map[string]any{"filter": map[string]any{"name": "kindest-node-v1.37.0"}},
-				"sshKeyName":  "testbed",
-				"ports":       []any{map[string]any{"network": map[string]any{"id": "8910ca2b-cd27-495f-a3a8-abdf7a1862db"}}},
-			},
-		}}
+		o := testenv.OpenStackServer(namespace, name)
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatalf("create OpenStackServer %s/%s: %v", namespace, name, err)
 		}
@@ -71,17 +61,7 @@ func TestAServerThatReportedItsInstanceIsLeftAlone(t *testing.T) {
 	if err := c.Create(ctx, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "cluster-init"}}}); err != nil {
 		t.Fatal(err)
 	}
-	o := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "OpenStackServer",
-		"metadata": map[string]any{"name": "management-workers-b", "namespace": "cluster-init"},
-		"spec": map[string]any{
-			"flavor":      "m1.large",
-			"identityRef": map[string]any{"cloudName": "testbed", "name": "management-cloud-config"},
-			"image":       map[string]any{"filter": map[string]any{"name": "kindest-node-v1.37.0"}},
-			"sshKeyName":  "testbed",
-			"ports":       []any{map[string]any{"network": map[string]any{"id": "8910ca2b-cd27-495f-a3a8-abdf7a1862db"}}},
-		},
-	}}
+	o := testenv.OpenStackServer("cluster-init", "management-workers-b")
 	if err := c.Create(ctx, o); err != nil {
 		t.Fatal(err)
 	}

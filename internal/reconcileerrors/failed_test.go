@@ -38,17 +38,7 @@ func TestWhatTheInfrastructureReportsFailedIsRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	// CAPO's OpenStackServer of the same name reports its instance in ERROR.
-	srv := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha1", "kind": "OpenStackServer",
-		"metadata": map[string]any{"name": "management-workers-x-y", "namespace": "cluster-init"},
-		"spec": map[string]any{
-			"flavor":      "m1.large",
-			"identityRef": map[string]any{"cloudName": "testbed", "name": "management-cloud-config"},
-			"image":       map[string]any{"filter": map[string]any{"name": "kindest-node-v1.37.0"}},
-			"sshKeyName":  "testbed",
-			"ports":       []any{map[string]any{"network": map[string]any{"id": "8910ca2b-cd27-495f-a3a8-abdf7a1862db"}}},
-		},
-	}}
+	srv := testenv.OpenStackServer("cluster-init", "management-workers-x-y")
 	if err := c.Client.Create(ctx, srv); err != nil {
 		t.Fatal(err)
 	}
