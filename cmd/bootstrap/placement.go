@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -17,6 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/kubeconfigreaders"
 	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/placement"
 )
@@ -26,7 +28,7 @@ func newPlacementControllerCommand() *cobra.Command {
 	var rules placement.Rules
 	cmd := &cobra.Command{
 		Use:    "placement-controller",
-		Short:  "Place the Applications on the clusters of this management cluster (runs in the applications unit's Deployment)",
+		Short:  "Place the Applications on the clusters of this management cluster, and keep the kubeconfigs the tenants' people may get (runs in the applications unit's Deployment)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -51,11 +53,16 @@ func newPlacementControllerCommand() *cobra.Command {
 				LeaderElection:          true,
 				LeaderElectionID:        "cluster-init-placement",
 				LeaderElectionNamespace: namespace,
+				Cache:                   cache.Options{ByObject: kubeconfigreaders.CacheOptions()},
 			})
 			if err != nil {
 				return fmt.Errorf("placement controller: %w", err)
 			}
 			if err := (&placement.Reconciler{Client: mgr.GetClient(), RequeueAfter: time.Minute, Rules: rules}).SetupWithManager(mgr); err != nil {
+				return fmt.Errorf("placement controller: %w", err)
+			}
+			// The tenants' people get the kubeconfigs of their clusters, by name, as they come.
+			if err := (&kubeconfigreaders.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 				return fmt.Errorf("placement controller: %w", err)
 			}
 			// With no CLI running (a machine added or replaced by a commit), this controller asks

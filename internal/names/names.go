@@ -63,6 +63,10 @@ const (
 	TenantParamsConfigMap = "cluster-init-tenant"
 	TenantAccount         = "tenant"
 	TenantBuilder         = "cluster-builder"
+	// TenantReadersKubeconfigsRole lets, in a tenant's namespace, the tenant's people get the
+	// kubeconfigs of its clusters and no other Secret: the chart makes it, the placement
+	// controller keeps its rules (internal/kubeconfigreaders).
+	TenantReadersKubeconfigsRole = "tenant-readers-kubeconfigs"
 	// RepositoryLabel says whose repository a tenant's GitRepository reads (the value of
 	// TenantLabel names the tenant): TenantRepository, its own, or PlatformRepository, the
 	// platform's, which the management cluster's Receiver selects (a push to the platform's

@@ -154,6 +154,14 @@ workload-clusters.readersRole: the Role, in a tenant's namespace, of the tenant'
 {{- define "workload-clusters.readersRole" -}}tenant-readers{{- end -}}
 
 {{/*
+workload-clusters.readersKubeconfigsRole: the Role, in a tenant's namespace, that lets the tenant's
+people get the kubeconfig Secrets of its clusters by name, and no other Secret. The chart makes it
+without rules; the placement controller sets them (internal/kubeconfigreaders), and the admission
+policy cluster-init-tenant-readers admits no other rule.
+*/}}
+{{- define "workload-clusters.readersKubeconfigsRole" -}}tenant-readers-kubeconfigs{{- end -}}
+
+{{/*
 workload-clusters.sourceIgnore: source-controller's ignore rules (.gitignore syntax) of a tenant's
 artifact. It holds the tenant's directory at $path and nothing else, so that nothing it builds
 reaches another directory; and no kustomization file anywhere, so that the directory is plain
