@@ -141,15 +141,20 @@ func TestBadEnvironmentFilesAreNamed(t *testing.T) {
 	cases := []struct {
 		name, file, content string
 		want                []string
+		// values is appended to the environment's values.yaml.
+		values string
 	}{
-		{"a cloud missing from clouds.yaml", "values.yaml", "", []string{"cluster.capo.cloud_name", `"elsewhere" is not a cloud of credentials.openstack.clouds_yaml (clouds: openstack)`}},
-		{"a clouds.yaml that is not YAML", "secrets.yaml", "credentials:\n  openstack:\n    clouds_yaml: \"clouds: [unclosed\"\n", []string{"secrets.yaml:3: credentials.openstack.clouds_yaml", "not YAML", "expected a clouds.yaml"}},
+		{"a cloud missing from clouds.yaml", "values.yaml", "", []string{"cluster.capo.cloud_name", `"elsewhere" is not a cloud of credentials.openstack.clouds_yaml (clouds: openstack)`}, ""},
+		{"a clouds.yaml that is not YAML", "secrets.yaml", "credentials:\n  openstack:\n    clouds_yaml: \"clouds: [unclosed\"\n", []string{"secrets.yaml:3: credentials.openstack.clouds_yaml", "not YAML", "expected a clouds.yaml"}, ""},
 		{"a cloud without the secret of its application credential", "secrets.yaml", "credentials:\n  openstack:\n    clouds_yaml: |\n      clouds:\n        openstack:\n          auth:\n            auth_url: https://keystone.example.invalid:5000/v3\n            application_credential_id: the-id\n          auth_type: v3applicationcredential\n",
-			[]string{"secrets.yaml:3: credentials.openstack.clouds_yaml", `cloud "openstack": auth.application_credential_secret: missing`}},
+			[]string{"secrets.yaml:3: credentials.openstack.clouds_yaml", `cloud "openstack": auth.application_credential_secret: missing`}, ""},
 		{"a receiver token too short to guard it", "secrets.yaml", "credentials:\n  openstack:\n    clouds_yaml: |\n      clouds:\n        openstack:\n          auth:\n            auth_url: https://keystone.example.invalid:5000/v3\n            application_credential_id: the-id\n            application_credential_secret: the-secret\n          auth_type: v3applicationcredential\n  notifications:\n    receiver_token: short\n",
-			[]string{"secrets.yaml:12: credentials.notifications.receiver_token"}},
-		{"a values file that is not UTF-8", "values.yaml", "cluster:\n  name: \"caf\xe9\"\n", []string{"values.yaml:2: column 13: not UTF-8"}},
-		{"a secrets file too large", "secrets.yaml", "# " + strings.Repeat("x", 600<<10) + "\n", []string{"secrets.yaml", "larger than 512 KiB"}},
+			[]string{"secrets.yaml:12: credentials.notifications.receiver_token"}, ""},
+		{"a tenant's cloud missing from its own clouds.yaml", "secrets.yaml", "credentials:\n  openstack:\n    clouds_yaml: |\n      clouds:\n        openstack:\n          auth:\n            auth_url: https://keystone.example.invalid:5000/v3\n            application_credential_id: the-id\n            application_credential_secret: the-secret\n          auth_type: v3applicationcredential\n  tenants:\n    team-os:\n      openstack:\n        clouds_yaml: |\n          clouds:\n            openstack:\n              auth: {}\n",
+			[]string{"values.yaml", "workload_clusters.tenants.team-os.capo.cloud_name", `"team-os" is not a cloud of credentials.tenants.team-os.openstack.clouds_yaml (clouds: openstack)`},
+			"workload_clusters:\n  tenants:\n    team-os:\n      name_prefix: os-\n      path: ./clusters/management/team-os\n      capo:\n        cloud_name: team-os\n"},
+		{"a values file that is not UTF-8", "values.yaml", "cluster:\n  name: \"caf\xe9\"\n", []string{"values.yaml:2: column 13: not UTF-8"}, ""},
+		{"a secrets file too large", "secrets.yaml", "# " + strings.Repeat("x", 600<<10) + "\n", []string{"secrets.yaml", "larger than 512 KiB"}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -159,6 +164,8 @@ func TestBadEnvironmentFilesAreNamed(t *testing.T) {
 					return []byte(c.content)
 				case file == "values.yaml" && c.content == "":
 					return []byte(strings.Replace(string(data), "cloud_name: openstack", "cloud_name: elsewhere", 1))
+				case file == "values.yaml":
+					return append(data, c.values...)
 				}
 				return data
 			})

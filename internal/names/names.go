@@ -67,6 +67,9 @@ const (
 	// kubeconfigs of its clusters and no other Secret: the chart makes it, the placement
 	// controller keeps its rules (internal/kubeconfigreaders).
 	TenantReadersKubeconfigsRole = "tenant-readers-kubeconfigs"
+	// TenantCloudCredentialsSecret holds, in a tenant's namespace on OpenStack, the credentials
+	// its clusters are built with (their identityRef), which the tenant never reads.
+	TenantCloudCredentialsSecret = "cluster-init.openstack"
 	// RepositoryLabel says whose repository a tenant's GitRepository reads (the value of
 	// TenantLabel names the tenant): TenantRepository, its own, or PlatformRepository, the
 	// platform's, which the management cluster's Receiver selects (a push to the platform's

@@ -68,6 +68,9 @@ func TestTheComponentsNameTheSameObjects(t *testing.T) {
 	if !strings.Contains(helpers, `define "workload-clusters.readersKubeconfigsRole" -}}`+names.TenantReadersKubeconfigsRole+"{{") {
 		t.Error("the Role of the tenants' people's kubeconfigs is named otherwise")
 	}
+	if !strings.Contains(helpers, `define "workload-clusters.cloudCredentialsSecret" -}}`+names.TenantCloudCredentialsSecret+"{{") {
+		t.Error("the tenants' cloud credentials Secret is named otherwise")
+	}
 	if !strings.Contains(read("charts/cluster-init/templates/release.yaml"), `name: {{ printf "%s-units" .Release.Name | quote }}`) ||
 		names.UnitsConfigMapOf(names.Release) != names.UnitsConfigMap {
 		t.Error("the unit graph's ConfigMap is named otherwise")

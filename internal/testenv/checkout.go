@@ -23,7 +23,13 @@ func Checkout(t testing.TB) string {
 // relative to it as the CLI shows them.
 func Environment(t testing.TB, root, name string) *environment.Environment {
 	t.Helper()
-	env, err := environment.Load(name, filepath.Join(root, environment.Dir, name), func(p string) string { return checkout.Relative(root, p) }, nil)
+	return EnvironmentIn(t, root, name, filepath.Join(root, environment.Dir, name))
+}
+
+// EnvironmentIn loads environment name from dir (a copy of it, changed by a test).
+func EnvironmentIn(t testing.TB, root, name, dir string) *environment.Environment {
+	t.Helper()
+	env, err := environment.Load(name, dir, func(p string) string { return checkout.Relative(root, p) }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

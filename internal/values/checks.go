@@ -34,6 +34,7 @@ func Check(layers []Layer, merged map[string]any, s Settings, fallback Origin) P
 	// the cluster: offline, only an environment's own secrets can be checked.
 	if s.Cluster.Providers.Infrastructure == "capo" && s.Context != "workload" {
 		c.capo()
+		c.tenantClouds()
 	}
 	return c.problems
 }
@@ -262,9 +263,42 @@ func (c *checker) notifications() {
 // cloud must hold what CAPO needs to authenticate (openstackAuthProblems).
 func (c *checker) capo() {
 	cloud, _ := c.str("cluster.capo.cloud_name")
-	text, ok := c.str("credentials.openstack.clouds_yaml")
+	c.cloudsYAML("credentials.openstack.clouds_yaml", "cluster.capo.cloud_name", cloud)
+}
+
+// tenantClouds: the clouds.yaml a tenant's clusters are built with (its own, or the platform's)
+// must hold its cloud (its own cloud_name, or the platform's), as the platform's does.
+func (c *checker) tenantClouds() {
+	tenants, _ := lookup(c.merged, []string{"workload_clusters", "tenants"})
+	byName, _ := tenants.(map[string]any)
+	for _, ns := range slices.Sorted(maps.Keys(byName)) {
+		t, _ := byName[ns].(map[string]any)
+		if infra, _ := t["infrastructure"].(string); infra != "" && infra != "capo" {
+			continue
+		}
+		cloudKey := "workload_clusters.tenants." + ns + ".capo.cloud_name"
+		cloud, ok := c.str(cloudKey)
+		if !ok {
+			cloudKey = "cluster.capo.cloud_name"
+			cloud, _ = c.str(cloudKey)
+		}
+		credsKey := "credentials.tenants." + ns + ".openstack.clouds_yaml"
+		if _, own := c.str(credsKey); !own {
+			if cloudKey == "cluster.capo.cloud_name" {
+				continue // the platform's credentials and cloud: checked by capo
+			}
+			credsKey = "credentials.openstack.clouds_yaml"
+		}
+		c.cloudsYAML(credsKey, cloudKey, cloud)
+	}
+}
+
+// cloudsYAML: the clouds.yaml at credsKey is YAML with the cloud named at cloudKey, which holds
+// what CAPO needs to authenticate (openstackAuthProblems).
+func (c *checker) cloudsYAML(credsKey, cloudKey, cloud string) {
+	text, ok := c.str(credsKey)
 	if !ok || strings.TrimSpace(text) == "" {
-		c.add("credentials.openstack.clouds_yaml", "missing: expected the clouds.yaml of the OpenStack project, with the cloud %q", cloud)
+		c.add(credsKey, "missing: expected the clouds.yaml of the OpenStack project, with the cloud %q", cloud)
 		return
 	}
 	var doc struct {
@@ -276,7 +310,7 @@ func (c *checker) capo() {
 		if i := strings.Index(err.Error(), "line "); i >= 0 {
 			msg += " (" + strings.SplitN(err.Error()[i:], ":", 2)[0] + " of clouds.yaml)"
 		}
-		c.add("credentials.openstack.clouds_yaml", "%s: expected a clouds.yaml with a map clouds", msg)
+		c.add(credsKey, "%s: expected a clouds.yaml with a map clouds", msg)
 		return
 	}
 	entry, found := doc.Clouds[cloud]
@@ -285,15 +319,15 @@ func (c *checker) capo() {
 		for n := range doc.Clouds {
 			names = append(names, n)
 		}
-		c.add("cluster.capo.cloud_name", "%q is not a cloud of credentials.openstack.clouds_yaml (clouds: %s)", cloud, strings.Join(slices.Sorted(slices.Values(names)), ", "))
+		c.add(cloudKey, "%q is not a cloud of %s (clouds: %s)", cloud, credsKey, strings.Join(slices.Sorted(slices.Values(names)), ", "))
 		return
 	}
 	settings, ok := entry.(map[string]any)
 	if !ok {
-		c.add("credentials.openstack.clouds_yaml", "cloud %q: expected a map with auth and auth_type", cloud)
+		c.add(credsKey, "cloud %q: expected a map with auth and auth_type", cloud)
 		return
 	}
 	for _, p := range openstackAuthProblems(settings) {
-		c.add("credentials.openstack.clouds_yaml", "cloud %q: %s", cloud, p)
+		c.add(credsKey, "cloud %q: %s", cloud, p)
 	}
 }

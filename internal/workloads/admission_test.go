@@ -2,6 +2,7 @@ package workloads_test
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/clusteraccess"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/testenv"
 	"cluster-init.dev/cluster-init/internal/values"
 	"cluster-init.dev/cluster-init/internal/workloads"
@@ -63,14 +65,35 @@ type tenantTestbed struct {
 	params   map[string]*unstructured.Unstructured
 	// installed is what the workload-clusters unit installs in the management cluster.
 	installed []*unstructured.Unstructured
+	// definitions are wl1's cluster definitions, as its definitions' release renders them.
+	definitions []*unstructured.Unstructured
+	// mgmt is the management cluster rendered, r its renderer: for more of the tenants' clusters.
+	mgmt *render.Result
+	r    *render.Renderer
 }
 
 // renderTenantTestbed renders what the workload-clusters unit installs for two tenants, and
 // wl1's release and units.
 func renderTenantTestbed(t *testing.T) *tenantTestbed {
 	t.Helper()
-	mgmt, r := management(t, values.FromMap("(test)", twoTenants))
-	tb := &tenantTestbed{policies: map[string]*unstructured.Unstructured{}, params: map[string]*unstructured.Unstructured{}}
+	wl1, err := os.ReadFile(filepath.Join("testdata", "clusters/management/workload-clusters/wl1/cluster.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return renderTenantTestbedOf(t, "kubeadm-capd", twoTenants, string(wl1))
+}
+
+// renderTenantTestbedOf renders what the workload-clusters unit of environment env installs for
+// the tenants of the values given, and the release and units of wl1, the default tenant's
+// cluster written as wl1.
+func renderTenantTestbedOf(t *testing.T, env string, tenants map[string]any, wl1 string) *tenantTestbed {
+	t.Helper()
+	// Credentials come from the environment's secrets file, the rest as --values.
+	tenants = maps.Clone(tenants)
+	credentials, _ := tenants["credentials"].(map[string]any)
+	delete(tenants, "credentials")
+	mgmt, r := managementWithSecrets(t, env, credentials, values.FromMap("(test)", tenants))
+	tb := &tenantTestbed{policies: map[string]*unstructured.Unstructured{}, params: map[string]*unstructured.Unstructured{}, mgmt: mgmt, r: r}
 	for _, o := range mgmt.Objects {
 		// The tenants' objects (the sources live in the platform's namespace, not made here).
 		if o.Unit != "workload-clusters" || o.Object.GetNamespace() == "cluster-init" {
@@ -84,7 +107,11 @@ func renderTenantTestbed(t *testing.T) *tenantTestbed {
 			tb.params[o.Object.GetNamespace()] = o.Object
 		}
 	}
-	p, _, _ := plan(t, "wl1")
+	repo := writeRepository(t, map[string]string{"clusters/management/workload-clusters/wl1/cluster.yaml": wl1})
+	p, err := workloads.Read(t.Context(), repo, mgmt, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(p.Clusters) != 1 {
 		t.Fatalf("clusters: %v", p.Clusters)
 	}
@@ -97,6 +124,9 @@ func renderTenantTestbed(t *testing.T) *tenantTestbed {
 		if k := o.Object.GetKind(); k == "Kustomization" && o.Unit == "" || k == "HelmRelease" && o.Unit != "" {
 			tb.units = append(tb.units, o.Object)
 		}
+		if o.Release != nil && o.Release.Name == "wl1-cluster" {
+			tb.definitions = append(tb.definitions, o.Object)
+		}
 	}
 	return tb
 }
@@ -104,7 +134,12 @@ func renderTenantTestbed(t *testing.T) *tenantTestbed {
 // startTenantTestbed is renderTenantTestbed installed on a real API server.
 func startTenantTestbed(t *testing.T) *tenantTestbed {
 	t.Helper()
-	tb := renderTenantTestbed(t)
+	return renderTenantTestbed(t).start(t)
+}
+
+// start installs the rendered test bed on a real API server.
+func (tb *tenantTestbed) start(t *testing.T) *tenantTestbed {
+	t.Helper()
 	tb.c = testenv.Start(t, "management")
 	if _, err := apply.New(tb.c).Apply(t.Context(), tb.installed); err != nil {
 		t.Fatal(err)
@@ -144,6 +179,17 @@ func (tb *tenantTestbed) objects(t *testing.T, tc admissionCase) []*unstructured
 	objs := []*unstructured.Unstructured{tb.release}
 	if tc.object != nil {
 		objs = []*unstructured.Unstructured{tc.object()}
+	}
+	if tc.definition != "" {
+		objs = nil
+		for _, d := range tb.definitions {
+			if d.GetKind() == tc.definition {
+				objs = append(objs, d)
+			}
+		}
+		if len(objs) == 0 {
+			t.Fatalf("no definition %s among the rendered ones", tc.definition)
+		}
 	}
 	if tc.unit != "" {
 		objs = nil
@@ -259,9 +305,11 @@ type admissionCase struct {
 	// create (default), update or delete (of the object as the API server has it).
 	object func() *unstructured.Unstructured
 	op     string
-	// edit changes a valid object (wl1's release, or the unit named by unit).
-	unit string
-	edit func(o map[string]any)
+	// edit changes a valid object (wl1's release, the unit named by unit, or the definition of
+	// the kind named by definition).
+	unit       string
+	definition string
+	edit       func(o map[string]any)
 	// refused is a part of the API server's answer; empty: admitted.
 	refused string
 }
@@ -319,24 +367,32 @@ func TestTheAPIServerHoldsATenantToItsClusters(t *testing.T) {
 // Every rule of the policies is needed: without it, an attack of the cases gets through (the
 // policies evaluated as the API server does, with its CEL libraries, each rule left out in turn).
 func TestEveryRuleOfTheTenantPoliciesStopsAnAttack(t *testing.T) {
-	tb := renderTenantTestbed(t)
-	pols := tb.compiled(t)
-	cases := admissionCases()
-	for name, p := range pols {
+	// The tenants of a management cluster on Docker, and those of one on OpenStack.
+	beds := []struct {
+		tb    *tenantTestbed
+		pols  map[string]*workloads.Policy
+		cases []admissionCase
+	}{{tb: renderTenantTestbed(t), cases: admissionCases()}, {tb: renderCAPOTenantTestbed(t), cases: capoAdmissionCases()}}
+	for i := range beds {
+		beds[i].pols = beds[i].tb.compiled(t)
+	}
+	for name, p := range beds[0].pols {
 		for i := range p.Validations() {
-			broken := map[string]*workloads.Policy{}
-			for n, q := range pols {
-				broken[n] = q
-			}
-			broken[name] = p.Without(i)
 			var through []string
-			for _, tc := range cases {
-				if tc.refused == "" {
-					continue
+			for _, bed := range beds {
+				broken := map[string]*workloads.Policy{}
+				for n, q := range bed.pols {
+					broken[n] = q
 				}
-				for _, obj := range tb.objects(t, tc) {
-					if tc.op == "" && len(tb.offline(t, broken, tc.user, obj)) == 0 {
-						through = append(through, tc.name)
+				broken[name] = bed.pols[name].Without(i)
+				for _, tc := range bed.cases {
+					if tc.refused == "" {
+						continue
+					}
+					for _, obj := range bed.tb.objects(t, tc) {
+						if tc.op == "" && len(bed.tb.offline(t, broken, tc.user, obj)) == 0 {
+							through = append(through, tc.name)
+						}
 					}
 				}
 			}
@@ -435,6 +491,10 @@ func admissionCases() []admissionCase {
 		{name: "a release of another chart", user: builderA, unit: "HelmRelease/wl1-cluster", edit: set("spec.chart.spec.chart", "charts/workload-clusters"), refused: "charts/capi-cluster"},
 		{name: "a release with post-renderers", user: builderA, unit: "HelmRelease/wl1-cluster", edit: set("spec.postRenderers", []any{map[string]any{}}), refused: "postRenderers"},
 		{name: "a release applied as the controller", user: builderA, unit: "HelmRelease/wl1-cluster", edit: del("spec.serviceAccountName"), refused: "runs as cluster-builder"},
+		// The platform's Secrets of the namespace (a cloud's credentials) are no unit's to read.
+		{name: "a unit substituting a Secret into the tenant's cluster", user: builderA, unit: "wl1-cni", edit: set("spec.postBuild.substituteFrom", []any{map[string]any{"kind": "Secret", "name": names.TenantCloudCredentialsSecret}}), refused: "reads no Secret"},
+		{name: "a unit decrypting with a Secret of the namespace", user: builderA, unit: "wl1-cluster-ready", edit: set("spec.decryption", map[string]any{"provider": "sops", "secretRef": map[string]any{"name": names.TenantCloudCredentialsSecret}}), refused: "reads no Secret"},
+		{name: "a release with values from the cloud's credentials", user: builderA, unit: "HelmRelease/wl1-cluster", edit: set("spec.valuesFrom", []any{map[string]any{"kind": "Secret", "name": names.TenantCloudCredentialsSecret, "valuesKey": "clouds.yaml", "targetPath": "cluster.network.service_domain"}}), refused: "reads no Secret"},
 		{name: "Helm's record of a release", user: builderA, object: obj("v1", "Secret", "sh.helm.release.v1.wl1.v1", map[string]any{"type": "helm.sh/release.v1"}), refused: ok},
 		{name: "a release's unit graph", user: builderA, object: obj("v1", "ConfigMap", "wl1-units", nil), refused: ok},
 		{name: "an object posing as the platform's", user: builderA, object: obj("v1", "ConfigMap", "wl1-units", map[string]any{"metadata": map[string]any{"labels": map[string]any{"cluster-init.dev/platform": "true"}}}), refused: "is the platform's"},

@@ -3,6 +3,7 @@ package workloads_test
 import (
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"cluster-init.dev/cluster-init/internal/environment"
 	"cluster-init.dev/cluster-init/internal/managementstate"
@@ -33,15 +35,63 @@ var gitSource = map[string]any{"type": "git", "url": "http://git.test/cluster-in
 // the platform's values overrides.
 func management(t *testing.T, overrides ...values.Layer) (*render.Result, *render.Renderer) {
 	t.Helper()
+	return managementOf(t, "kubeadm-capd", overrides...)
+}
+
+// managementOf renders the management cluster of environment env after the pivot, from git,
+// with the platform's values overrides.
+func managementOf(t *testing.T, env string, overrides ...values.Layer) (*render.Result, *render.Renderer) {
+	t.Helper()
+	return managementWithSecrets(t, env, nil, overrides...)
+}
+
+// managementWithSecrets is managementOf with the environment's secrets file holding credentials
+// too (merged over its own): credentials are never given by --values.
+func managementWithSecrets(t *testing.T, env string, credentials map[string]any, overrides ...values.Layer) (*render.Result, *render.Renderer) {
+	t.Helper()
 	root := testenv.Checkout(t)
+	envir := testenv.Environment(t, root, env)
+	if credentials != nil {
+		dir := t.TempDir()
+		if err := source.CopyTree(filepath.Join(root, environment.Dir, env), dir); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "secrets.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var secretValues map[string]any
+		if err := sigsyaml.Unmarshal(data, &secretValues); err != nil {
+			t.Fatal(err)
+		}
+		if secretValues == nil {
+			secretValues = map[string]any{}
+		}
+		own, _ := secretValues["credentials"].(map[string]any)
+		merged := maps.Clone(own)
+		if merged == nil {
+			merged = map[string]any{}
+		}
+		maps.Copy(merged, credentials)
+		secretValues["credentials"] = merged
+		if data, err = sigsyaml.Marshal(secretValues); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "secrets.yaml"), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		envir = testenv.EnvironmentIn(t, root, env, dir)
+	}
 	r, err := render.New(root, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
 	// After the pivot: self_managed, from the pivot's state.
-	mgmt, err := r.Render(t.Context(), render.Options{Env: testenv.Environment(t, root, "kubeadm-capd"), Context: render.ContextManagement,
-		Overrides: overrides, State: []values.Layer{managementstate.State{SelfManaged: true}.Layer()}, Source: gitSource})
+	src := maps.Clone(gitSource)
+	src["environment"] = "environment-values/" + env
+	mgmt, err := r.Render(t.Context(), render.Options{Env: envir, Context: render.ContextManagement,
+		Overrides: overrides, State: []values.Layer{managementstate.State{SelfManaged: true}.Layer()}, Source: src})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ capi-cluster.checks fails early, naming the values key, on what the templates ca
 {{- if and (eq $p.infrastructure "in-memory") (ne $p.bootstrap "kubeadm") -}}
   {{- fail (printf "cluster.providers.bootstrap: %s with the in-memory infrastructure, expected kubeadm (the only control plane it simulates)" $p.bootstrap) -}}
 {{- end -}}
-{{- if and (eq $p.infrastructure "capo") (not (dig "openstack" "clouds_yaml" "" (.Values.credentials | default dict))) -}}
+{{- if and (eq $p.infrastructure "capo") (not .Values.cluster.capo.credentials_secret) (not (dig "openstack" "clouds_yaml" "" (.Values.credentials | default dict))) -}}
   {{- fail "credentials.openstack.clouds_yaml: required with the capo provider (in secrets.yaml)" -}}
 {{- end -}}
 {{- include "capi-cluster.versionSteps" . -}}

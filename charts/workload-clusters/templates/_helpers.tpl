@@ -46,7 +46,9 @@ makes of a template, it cannot write outside the namespace.
 {{/*
 workload-clusters.tenant: a tenant's settings, defaults applied and checked.
 Input: (list $root $namespace $tenant). Output: JSON {path, infrastructure, name_prefix, limits, repository,
-repository_url, git_credentials, readers_group}; repository is "" for the platform's.
+repository_url, git_credentials, readers_group, capo, cloud_credentials}; repository is "" for the
+platform's; capo (the cloud's settings of its clusters) and cloud_credentials ({clouds_yaml,
+cacert}) are empty but on OpenStack. The result holds secrets: never printed.
 */}}
 {{- define "workload-clusters.tenant" -}}
 {{- $root := index . 0 -}}
@@ -72,6 +74,23 @@ repository_url, git_credentials, readers_group}; repository is "" for the platfo
 {{- if not (or (eq $infra $mgmt.infrastructure) (and (eq $infra "in-memory") $simulates)) -}}
   {{- fail (printf "%s.infrastructure: %q, but the management cluster runs bootstrap %s and infrastructure %s (in-memory needs kubeadm on capd): expected %s%s" $key $infra $mgmt.bootstrap $mgmt.infrastructure $mgmt.infrastructure (ternary " or in-memory" "" $simulates)) -}}
 {{- end -}}
+{{- /* On OpenStack: the cloud's settings of the tenant's clusters (the management cluster's, or
+     the tenant's project's) and the credentials CAPO builds them with, the tenant's own or the
+     platform's, in a Secret of the namespace the tenant never reads. The management cluster's
+     floating IP is its own: never a tenant's. */ -}}
+{{- $capo := dict -}}
+{{- $cloudCreds := dict -}}
+{{- $tenantCloudCreds := dig "tenants" $ns "openstack" dict ($root.Values.credentials | default dict) -}}
+{{- if eq $infra "capo" -}}
+  {{- $capo = mergeOverwrite (pick $root.Values.cluster.capo "cloud_name" "image_name" "external_network_id" "ssh_key_name" "node_cidr" "dns_nameservers") ($t.capo | default dict) -}}
+  {{- $_ := set $capo "credentials_secret" (include "workload-clusters.cloudCredentialsSecret" $root) -}}
+  {{- $cloudCreds = $tenantCloudCreds | default (dig "openstack" dict ($root.Values.credentials | default dict)) -}}
+  {{- if not $cloudCreds.clouds_yaml -}}
+    {{- fail (printf "credentials.tenants.%s.openstack.clouds_yaml: the clusters of tenant %s run on OpenStack: expected the clouds.yaml of its project there, or the platform's in credentials.openstack (in secrets.yaml)" $ns $ns) -}}
+  {{- end -}}
+{{- else if or $t.capo $tenantCloudCreds -}}
+  {{- fail (printf "%s.capo, credentials.tenants.%s.openstack: set, but the tenant's clusters run on %s, not capo" $key $ns $infra) -}}
+{{- end -}}
 {{- dict
       "path" (include "workload-clusters.path" (list $root $t))
       "infrastructure" $infra
@@ -81,6 +100,8 @@ repository_url, git_credentials, readers_group}; repository is "" for the platfo
       "repository_url" (dig "url" "" ($t.repository | default dict))
       "git_credentials" (not (empty $creds))
       "readers_group" ($t.readers_group | default "")
+      "capo" $capo
+      "cloud_credentials" $cloudCreds
     | toJson -}}
 {{- end -}}
 
@@ -160,6 +181,15 @@ without rules; the placement controller sets them (internal/kubeconfigreaders), 
 policy cluster-init-tenant-readers admits no other rule.
 */}}
 {{- define "workload-clusters.readersKubeconfigsRole" -}}tenant-readers-kubeconfigs{{- end -}}
+
+{{/*
+workload-clusters.cloudCredentialsSecret: the Secret, in a tenant's namespace, of the OpenStack
+credentials its clusters are built with (CAPO's identityRef). The platform's: the builder may not
+change it nor reference it from what it builds, the tenant's people may not read it. Its name has a
+dot, which no cluster's name has, so that no Secret named after a cluster (<cluster>-kubeconfig,
+<cluster>-credentials) is ever it.
+*/}}
+{{- define "workload-clusters.cloudCredentialsSecret" -}}cluster-init.openstack{{- end -}}
 
 {{/*
 workload-clusters.sourceIgnore: source-controller's ignore rules (.gitignore syntax) of a tenant's
