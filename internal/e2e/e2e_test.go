@@ -26,6 +26,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/clientcmd"
+
 	"cluster-init.dev/cluster-init/internal/checkout"
 	"cluster-init.dev/cluster-init/internal/statedir"
 )
@@ -207,6 +209,24 @@ func kubectl(t *testing.T, kubeconfig string, args ...string) string {
 		t.Fatalf("kubectl %v: %v\n%s%s", args, err, out, stderr.String())
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// impersonating is a kubeconfig of the cluster of kc acting as user, a member of group: a tenant's
+// people with their own identity.
+func impersonating(t *testing.T, kc, user, group string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range cfg.AuthInfos {
+		u.Impersonate, u.ImpersonateGroups = user, []string{group}
+	}
+	people := filepath.Join(t.TempDir(), group+".kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, people); err != nil {
+		t.Fatal(err)
+	}
+	return people
 }
 
 func docker(t *testing.T, args ...string) string {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/tools/testbed/openstack/cloud"
 	"cluster-init.dev/cluster-init/tools/testbed/openstack/simulator"
 )
@@ -272,9 +273,23 @@ func TestOpenStackFaultsEndInARecoveryOrAConclusion(t *testing.T) {
 	cleanupAndCheck("the quota and the server in ERROR")
 }
 
+// openStackTenantCredentials are the lines of credentials.tenants.<ns>.openstack of a secrets file
+// (indented under credentials:) for a tenant's clusters on the simulated cloud: other credentials
+// than the platform's (the user's password, not the application credential), under cloud name.
+func openStackTenantCredentials(sim *simulator.Simulator, ns, cloud string) string {
+	var b strings.Builder
+	b.WriteString("  tenants:\n    " + ns + ":\n      openstack:\n        clouds_yaml: |\n")
+	for _, l := range strings.Split(strings.TrimRight(sim.PasswordCloudsYAML(cloud), "\n"), "\n") {
+		b.WriteString("          " + l + "\n")
+	}
+	return b.String()
+}
+
 // kubeadm-capo from git: bootstrapped from the test bed's git server onto the simulated cloud,
 // then its workers scaled by a plain commit, which the self-managed cluster's own CAPO carries out;
-// cleanup then takes it back into kind and leaves nothing on the cloud.
+// then a tenant's workload cluster by a commit, built on the same cloud with the credentials the
+// platform gave the tenant's clusters, which the tenant's people cannot read; cleanup then takes
+// the management cluster back into kind, deletes both, and leaves nothing on the cloud.
 func TestKubeadmCAPOScaledByACommit(t *testing.T) {
 	requireEveryTestbedImage(t)
 	sim := startCloud(t)
@@ -300,8 +315,11 @@ func TestKubeadmCAPOScaledByACommit(t *testing.T) {
 			}
 			values = strings.Replace(values, kv[0], kv[1], 1)
 		}
+		// The default tenant's clusters: built with credentials of their own (the simulated
+		// cloud's user and password, as cloud "tenant"); its people are a group.
+		values += "workload_clusters:\n  tenants:\n    workload-clusters:\n      readers_group: tenant-people\n      capo:\n        cloud_name: tenant\n"
 		r.write(t, path, values)
-		r.writeSecrets(t, openStackCredentials(sim))
+		r.writeSecrets(t, openStackCredentials(sim)+openStackTenantCredentials(sim, "workload-clusters", "tenant"))
 	})
 	run := bootstrap(t, ctx, nil, capo, "--repo", r.dir, "--age-key-file", r.key, "--values", testbedVs, "--output", "plain")
 	run.report(t, "bootstrap "+capo+" --source git (simulated cloud)")
@@ -328,6 +346,46 @@ func TestKubeadmCAPOScaledByACommit(t *testing.T) {
 	}
 	t.Logf("push -> the management cluster with 2 workers on the simulated cloud (source's poll, no Receiver): %s", scaled.Round(time.Second))
 
+	// A tenant's workload cluster, by a commit of its directory.
+	byPassword := sim.Cloud.Calls()["token by password"]
+	r.write(t, "clusters/management/workload-clusters/wl1/cluster.yaml", workloadCluster("wl1", "", ""))
+	pushed = r.commit(t, "workload cluster wl1")
+	waitExplained(t, 20*time.Minute, "the tenant's workload cluster wl1 Available", func() bool {
+		return kubectlQuiet(kc, "-n", "workload-clusters", "get", "cluster", "wl1", "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`) == "True"
+	}, func() string {
+		return kubectlQuiet(kc, "-n", "workload-clusters", "get", "helmreleases,kustomizations,clusters,machines,openstackservers")
+	})
+	available := time.Since(pushed)
+	t.Logf("push -> the tenant's wl1 Available on the simulated cloud (source's poll): %s", available.Round(time.Second))
+	logTimeline(t, kc, pushed, "workload-clusters", [][2]string{
+		{"helmrelease", "wl1"}, {"kustomization", "wl1-cluster"}, {"helmrelease", "wl1-cluster"}, {"cluster", "wl1"},
+	}, "wl1")
+	waitFor(t, 10*time.Minute, "the CNI of wl1 Ready", func() bool {
+		return kubectlQuiet(kc, "-n", "workload-clusters", "get", "kustomization", "wl1-cni", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`) == "True"
+	})
+	withCNI := time.Since(pushed)
+	if got := servers(sim); len(got["ACTIVE"]) != 5 {
+		t.Errorf("servers with wl1: %v, expected 5 ACTIVE (3 of the management cluster, 2 of wl1)", got)
+	}
+	if n := sim.Cloud.Calls()["token by password"] - byPassword; n == 0 {
+		t.Error("wl1 was built without a token of the tenant's credentials (the user's password)")
+	} else {
+		t.Logf("tokens issued for the tenant's credentials while wl1 was built: %d", n)
+	}
+	if got := kubectl(t, kc, "-n", "workload-clusters", "get", "openstackcluster", "wl1", "-o", "jsonpath={.spec.identityRef.name}/{.spec.identityRef.cloudName}"); got != names.TenantCloudCredentialsSecret+"/tenant" {
+		t.Errorf("wl1's identityRef: %q", got)
+	}
+	// Its people (a member of its group): its kubeconfig, and not the cloud's credentials.
+	people := impersonating(t, kc, "dana", "tenant-people")
+	out := filepath.Join(t.TempDir(), "wl1.kubeconfig")
+	bootstrapOK(t, "kubeconfig", capo, "wl1", "--namespace", "workload-clusters", "--kubeconfig", people, "--output", out)
+	if nodes := kubectl(t, out, "get", "nodes", "-o", "name"); strings.Count(nodes, "node/wl1-") != 2 {
+		t.Errorf("wl1's nodes with the kubeconfig its people got: %q", nodes)
+	}
+	if got, err := exec.Command("kubectl", "--kubeconfig", people, "-n", "workload-clusters", "get", "secret", names.TenantCloudCredentialsSecret).CombinedOutput(); err == nil || !strings.Contains(string(got), "forbidden") {
+		t.Errorf("the tenant's people read the cloud's credentials: %v %s", err, got)
+	}
+
 	c := bootstrap(t, ctx, nil, "cleanup", capo, "--repo", r.dir, "--age-key-file", r.key, "--values", testbedVs)
 	if c.err != nil {
 		t.Fatalf("cleanup: %v", c.err)
@@ -335,5 +393,6 @@ func TestKubeadmCAPOScaledByACommit(t *testing.T) {
 	if left := sim.Cloud.Resources(); len(left) > 0 {
 		t.Errorf("left on the cloud after cleanup: %+v", left)
 	}
-	reportCloud(t, sim.Cloud, map[string]time.Duration{"bootstrap --source git": run.wall, "push -> workers 1 -> 2": scaled, "cleanup": c.wall})
+	reportCloud(t, sim.Cloud, map[string]time.Duration{"bootstrap --source git": run.wall, "push -> workers 1 -> 2": scaled,
+		"push -> tenant's wl1 Available": available, "push -> wl1 with its CNI": withCNI, "cleanup": c.wall})
 }

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // Two tenants: the default one, and team-b with its own directory, prefix and a limit of one cluster.
@@ -336,17 +334,7 @@ func theirOwnRepository(t *testing.T, kc string, platform, c *repository) {
 	c.commit(t, "undo")
 
 	// Its people, with their own identity (a kubeconfig impersonating a member of its group).
-	cfg, err := clientcmd.LoadFromFile(kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, u := range cfg.AuthInfos {
-		u.Impersonate, u.ImpersonateGroups = "carol", []string{"team-c-people"}
-	}
-	people := filepath.Join(t.TempDir(), "team-c-people.kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, people); err != nil {
-		t.Fatal(err)
-	}
+	people := impersonating(t, kc, "carol", "team-c-people")
 	out := filepath.Join(t.TempDir(), "c-one.kubeconfig")
 	bootstrapOK(t, "kubeconfig", env, "c-one", "--namespace", "team-c", "--kubeconfig", people, "--output", out)
 	if nodes := kubectl(t, out, "get", "nodes", "-o", "name"); !strings.Contains(nodes, "c-one") {

@@ -256,8 +256,9 @@ func (c *Cloud) Handler() http.Handler {
 	})
 }
 
-// Calls is how many times each API route was called, by its route pattern, and how many calls
-// each service refused with 503 while a fault had it down ("503 compute").
+// Calls is how many times each API route was called, by its route pattern, how many calls each
+// service refused with 503 while a fault had it down ("503 compute"), and how many tokens were
+// issued by each method ("token by password", "token by application_credential").
 func (c *Cloud) Calls() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -120,6 +120,9 @@ func (c *Cloud) issueToken(w http.ResponseWriter, r *http.Request) {
 	token := "gAAAA" + newID()
 	c.mu.Lock()
 	c.tokens[token] = tokenInfo{expires: time.Now().Add(tokenLifetime), method: method}
+	// Which credentials a client holds (a tenant's clusters may be built with others than the
+	// platform's), counted among the calls.
+	c.calls["token by "+method]++
 	c.mu.Unlock()
 	w.Header().Set("X-Subject-Token", token)
 	writeJSON(w, http.StatusCreated, map[string]any{"token": c.tokenBody(token)})

@@ -33,6 +33,10 @@ const (
 	CloudName = "testbed"
 	// KeyPair is the Nova key pair that exists.
 	KeyPair = "testbed"
+	// Project is the cloud's one project, User its one user (with a password and an application
+	// credential).
+	Project = "cluster-init"
+	User    = "cluster-init"
 	// FloatingRange is where floating IPs come from: inside the Docker network, far from the
 	// addresses Docker hands out from its start.
 	FloatingRange = "172.18.201.1-172.18.201.254"
@@ -61,6 +65,8 @@ type Simulator struct {
 	URL, AdminURL string
 	// ApplicationCredentialID and ApplicationCredentialSecret are accepted by the identity API.
 	ApplicationCredentialID, ApplicationCredentialSecret string
+	// Password is the password of the cloud's user (User, of the project Project).
+	Password string
 	servers                                              []*http.Server
 }
 
@@ -106,9 +112,9 @@ func Start(opts Options) (*Simulator, error) {
 		images = append(images, cloud.Image{Name: name, DockerImage: ref})
 	}
 	s := &Simulator{URL: "http://" + api.Addr().String(), AdminURL: "http://" + admin.Addr().String(), Machines: machines,
-		ApplicationCredentialID: "testbed-" + random(4), ApplicationCredentialSecret: random(24)}
+		ApplicationCredentialID: "testbed-" + random(4), ApplicationCredentialSecret: random(24), Password: random(24)}
 	s.Cloud, err = cloud.New(cloud.Config{
-		PublicURL: s.URL, Domain: "Default", Project: "cluster-init", User: "cluster-init", Password: random(24),
+		PublicURL: s.URL, Domain: "Default", Project: Project, User: User, Password: s.Password,
 		ApplicationCredentialID: s.ApplicationCredentialID, ApplicationCredentialSecret: s.ApplicationCredentialSecret,
 		ExternalNetwork: cloud.ExternalNetwork{ID: ExternalNetworkID, Name: "public", CIDR: subnet, PoolStart: pool[0], PoolEnd: pool[1]},
 		Images:          images, KeyPairs: []string{KeyPair}, Machines: machines, Logger: opts.Logger,
@@ -152,6 +158,25 @@ func (s *Simulator) CloudsYAML() string {
     identity_api_version: 3
     auth_type: v3applicationcredential
 `, CloudName, s.URL, s.ApplicationCredentialID, s.ApplicationCredentialSecret)
+}
+
+// PasswordCloudsYAML is a clouds.yaml for the cloud, named cloudName, with the user's password:
+// other credentials than CloudsYAML's, as a tenant's clusters may be given.
+func (s *Simulator) PasswordCloudsYAML(cloudName string) string {
+	return fmt.Sprintf(`clouds:
+  %s:
+    auth:
+      auth_url: %s/identity/v3
+      username: %s
+      password: %s
+      project_name: %s
+      user_domain_name: Default
+      project_domain_name: Default
+    region_name: RegionOne
+    interface: public
+    identity_api_version: 3
+    auth_type: password
+`, cloudName, s.URL, User, s.Password, Project)
 }
 
 func isLoopback(host string) bool {
