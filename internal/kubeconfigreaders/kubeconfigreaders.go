@@ -8,7 +8,7 @@
 // get of any Secret would give them.
 //
 // The Role is made by the workload-clusters chart, without rules, only where the tenant has people
-// (readers_group). This reconciler reads and writes that Role alone (its RBAC names it, and its
+// (readers_group); it is kept only in namespaces labelled as a tenant's. This reconciler reads and writes that Role alone (its RBAC names it, and its
 // cache asks for it by name), and the admission policy cluster-init-tenant-readers admits no rule
 // but the get of Secrets named <cluster>-kubeconfig.
 package kubeconfigreaders
@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"sort"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/fields"
@@ -68,6 +69,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, &role); err != nil {
 		// No Role: a namespace whose people read nothing (no readers_group), or not a tenant's.
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	// A tenant's namespace only: a Role of that name elsewhere (the platform's namespace, where
+	// the management cluster's kubeconfig is) is none of the tenants'.
+	var ns corev1.Namespace
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: req.Namespace}, &ns); err != nil {
+		return ctrl.Result{}, fmt.Errorf("read namespace %s: %w", req.Namespace, err)
+	}
+	if ns.Labels[names.TenantLabel] != "true" {
+		return ctrl.Result{}, nil
 	}
 	var clusters clusterv1.ClusterList
 	if err := r.Client.List(ctx, &clusters, client.InNamespace(req.Namespace)); err != nil {

@@ -31,6 +31,8 @@ var vendored = []string{
 	"capi/upstream/core-cluster-api.yaml",
 	"cabpk/upstream/bootstrap-kubeadm.yaml",
 	"cabpk/upstream/control-plane-kubeadm.yaml",
+	"cabpr/upstream/bootstrap-rke2.yaml",
+	"cabpr/upstream/control-plane-rke2.yaml",
 	"capd/upstream/infrastructure-docker.yaml",
 	"capo/upstream/infrastructure-openstack.yaml",
 	"applications/crd/apps.cluster-init.dev_applications.yaml",

@@ -341,9 +341,15 @@ func all(edits ...func(o map[string]any)) func(o map[string]any) {
 // what the platform builds from it is held to its namespace; each case is an attack that must
 // fail (or a valid cluster that must pass), with the field named in the answer.
 func TestTheAPIServerHoldsATenantToItsClusters(t *testing.T) {
-	tb := startTenantTestbed(t)
+	startTenantTestbed(t).admit(t, admissionCases())
+}
+
+// admit runs each case against the API server: refused naming what it names, or admitted; and
+// validate's evaluation of the policies must answer a creation alike.
+func (tb *tenantTestbed) admit(t *testing.T, cases []admissionCase) {
+	t.Helper()
 	pols := tb.compiled(t)
-	for _, tc := range admissionCases() {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, obj := range tb.objects(t, tc) {
 				err := tb.do(t, tc.op, tc.user, obj)
@@ -494,6 +500,16 @@ func admissionCases() []admissionCase {
 		// The platform's Secrets of the namespace (a cloud's credentials) are no unit's to read.
 		{name: "a unit substituting a Secret into the tenant's cluster", user: builderA, unit: "wl1-cni", edit: set("spec.postBuild.substituteFrom", []any{map[string]any{"kind": "Secret", "name": names.TenantCloudCredentialsSecret}}), refused: "reads no Secret"},
 		{name: "a unit decrypting with a Secret of the namespace", user: builderA, unit: "wl1-cluster-ready", edit: set("spec.decryption", map[string]any{"provider": "sops", "secretRef": map[string]any{"name": names.TenantCloudCredentialsSecret}}), refused: "reads no Secret"},
+		{name: "a release with values from another release's credentials", user: builderA, unit: "HelmRelease/wl1-cluster", edit: set("spec.valuesFrom", []any{map[string]any{"kind": "Secret", "name": "wl2-credentials", "valuesKey": "values.yaml"}}), refused: "reads no Secret"},
+		{name: "a health check that reads a Secret", user: builderA, unit: "wl1-cluster-ready", edit: set("spec.healthCheckExprs", []any{map[string]any{"apiVersion": "v1", "kind": "Secret", "current": "{'x': true}[data['clouds.yaml']]"}}), refused: "checks the health"},
+		{name: "a Secret named as the platform's, posing as Helm's record", user: builderA, object: obj("v1", "Secret", names.TenantCloudCredentialsSecret, map[string]any{"type": "helm.sh/release.v1"}), refused: "sh.helm.release.v1"},
+		{name: "an RKE2 control plane reading another namespace's Secret", user: builderA, object: obj("controlplane.cluster.x-k8s.io/v1beta1", "RKE2ControlPlane", "wl1-control-plane", map[string]any{"spec": map[string]any{
+			"rolloutStrategy": map[string]any{"type": "RollingUpdate"}, "machineTemplate": map[string]any{"infrastructureRef": map[string]any{"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DockerMachineTemplate", "name": "wl1-control-plane"}},
+			"serverConfig": map[string]any{"auditPolicySecret": map[string]any{"name": "tenant-team-b-git", "namespace": "cluster-init"}}}}), refused: "no Secret or ConfigMap read into the machines"},
+		{name: "RKE2 workers with a registry's credentials of another namespace", user: builderA, object: obj("bootstrap.cluster.x-k8s.io/v1beta1", "RKE2ConfigTemplate", "wl1-workers", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"privateRegistriesConfig": map[string]any{"configs": map[string]any{"registry.example": map[string]any{"authSecret": map[string]any{"name": "tenant-team-b-git", "namespace": "cluster-init"}}}}}}}}), refused: "no Secret or ConfigMap read into the machines"},
+		{name: "RKE2 workers with a file from a Secret", user: builderA, object: obj("bootstrap.cluster.x-k8s.io/v1beta1", "RKE2ConfigTemplate", "wl1-workers", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"files": []any{map[string]any{"path": "/etc/x", "contentFrom": map[string]any{"secret": map[string]any{"name": names.TenantCloudCredentialsSecret, "key": "clouds.yaml"}}}}}}}}), refused: "written out in full"},
 		{name: "a release with values from the cloud's credentials", user: builderA, unit: "HelmRelease/wl1-cluster", edit: set("spec.valuesFrom", []any{map[string]any{"kind": "Secret", "name": names.TenantCloudCredentialsSecret, "valuesKey": "clouds.yaml", "targetPath": "cluster.network.service_domain"}}), refused: "reads no Secret"},
 		{name: "Helm's record of a release", user: builderA, object: obj("v1", "Secret", "sh.helm.release.v1.wl1.v1", map[string]any{"type": "helm.sh/release.v1"}), refused: ok},
 		{name: "a release's unit graph", user: builderA, object: obj("v1", "ConfigMap", "wl1-units", nil), refused: ok},

@@ -139,7 +139,9 @@ func (p *policy) admit(obj *unstructured.Unstructured, namespace, user string, p
 	for _, v := range p.variables {
 		out, _, err := v.prg.Eval(activation)
 		if err != nil {
-			return nil, fmt.Errorf("admission policy %s: variable %s: %w", p.name, v.name, err)
+			// The API server evaluates a variable when a validation reads it: one that cannot be
+			// evaluated for this object (another kind's fields) fails only what reads it.
+			out = types.NewErr("variable %s: %v", v.name, err)
 		}
 		vars[v.name] = out
 	}

@@ -110,12 +110,25 @@ func TestATenantsPeopleGetTheirClustersKubeconfigsOnly(t *testing.T) {
 	if canGet("wl1-kubeconfig") {
 		t.Fatal("a kubeconfig is readable before its cluster exists")
 	}
+	// A Role of that name in the platform's namespace, where the management cluster is, is none of
+	// the tenants': the controller leaves it alone.
+	platformRole := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: names.Namespace, Name: names.TenantReadersKubeconfigsRole}, Rules: []rbacv1.PolicyRule{}}
+	management := obj("cluster.x-k8s.io/v1beta2", "Cluster", "wl-management", map[string]any{"spec": map[string]any{"paused": true}})()
+	management.SetNamespace(names.Namespace)
+	for _, o := range []client.Object{platformRole, management} {
+		if err := tb.c.Client.Create(t.Context(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cluster := obj("cluster.x-k8s.io/v1beta2", "Cluster", "wl1", map[string]any{"spec": map[string]any{"paused": true}})()
 	cluster.SetNamespace(ns)
 	if err := tb.c.Client.Create(t.Context(), cluster); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the people of the tenant get wl1's kubeconfig", func() bool { return canGet("wl1-kubeconfig") })
+	if err := tb.c.Client.Get(t.Context(), client.ObjectKeyFromObject(platformRole), platformRole); err != nil || len(platformRole.Rules) != 0 {
+		t.Errorf("the Role in the platform's namespace: %v %v", platformRole.Rules, err)
+	}
 	key, err := clusteraccess.Find(t.Context(), people, ns, "wl1")
 	if err != nil {
 		t.Fatal(err)
@@ -190,6 +203,10 @@ func TestTheKubeconfigReadersRoleGrantsNothingElse(t *testing.T) {
 		if err := controller.Update(t.Context(), &role, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "forbidden") {
 			t.Errorf("the placement controller updates Role %s: %v", name, err)
 		}
+	}
+	// The chart makes it without rules, as a new tenant's comes: admitted.
+	if err := tb.c.Client.Create(t.Context(), &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: names.TenantReadersKubeconfigsRole}}, client.DryRunAll); err != nil {
+		t.Errorf("the Role without rules: %v", err)
 	}
 	made := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: names.TenantReadersKubeconfigsRole}}
 	if err := controller.Create(t.Context(), made, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "forbidden") {
