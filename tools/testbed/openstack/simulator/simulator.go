@@ -67,7 +67,7 @@ type Simulator struct {
 	ApplicationCredentialID, ApplicationCredentialSecret string
 	// Password is the password of the cloud's user (User, of the project Project).
 	Password string
-	servers                                              []*http.Server
+	servers  []*http.Server
 }
 
 // Start runs the simulator until Close.
