@@ -101,8 +101,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // Rules are the rules that let get the kubeconfig Secrets of the named clusters: none for no
-// cluster, since a rule with no resourceNames would grant every Secret. An empty list rather than
-// null, which the admission policy refuses (it fails closed on what it cannot read).
+// cluster, since a rule with no resourceNames would grant every Secret.
 func Rules(clusterNames []string) []rbacv1.PolicyRule {
 	if len(clusterNames) == 0 {
 		return []rbacv1.PolicyRule{}

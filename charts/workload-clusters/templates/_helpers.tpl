@@ -88,13 +88,14 @@ cacert}) are empty but on OpenStack. The result holds secrets: never printed.
   {{- if not $cloudCreds.clouds_yaml -}}
     {{- fail (printf "credentials.tenants.%s.openstack.clouds_yaml: the clusters of tenant %s run on OpenStack: expected the clouds.yaml of its project there, or the platform's in credentials.openstack (in secrets.yaml)" $ns $ns) -}}
   {{- end -}}
-  {{- /* Its cloud alone: not every cloud of the platform's clouds.yaml goes to the namespace. The
-       message names no content (the Go checks name the file and line beforehand). */ -}}
-  {{- $cloud := dig "clouds" $capo.cloud_name dict (fromYaml $cloudCreds.clouds_yaml) -}}
-  {{- if or (not (kindIs "map" $cloud)) (empty $cloud) -}}
-    {{- fail (printf "credentials.tenants.%s.openstack.clouds_yaml (or credentials.openstack.clouds_yaml): expected a clouds.yaml with the cloud %q of tenant %s's clusters" $ns $capo.cloud_name $ns) -}}
+  {{- /* Its cloud alone: not every cloud of a clouds.yaml goes to the namespace. The text is kept
+       as written (a YAML round trip would retype an unquoted password such as 0123), so a
+       clouds.yaml of several clouds is refused. The message names no content (the Go checks name
+       the file and line beforehand). */ -}}
+  {{- $clouds := dig "clouds" dict (fromYaml $cloudCreds.clouds_yaml) -}}
+  {{- if or (not (kindIs "map" $clouds)) (ne (len $clouds) 1) (not (hasKey $clouds $capo.cloud_name)) -}}
+    {{- fail (printf "credentials.tenants.%s.openstack.clouds_yaml (or credentials.openstack.clouds_yaml, its default): expected a clouds.yaml of one cloud, %q, for tenant %s's clusters: they are given that file, and no other cloud of the platform's" $ns $capo.cloud_name $ns) -}}
   {{- end -}}
-  {{- $cloudCreds = dict "clouds_yaml" (dict "clouds" (dict $capo.cloud_name $cloud) | toYaml) "cacert" ($cloudCreds.cacert | default "") -}}
 {{- else if or $t.capo $tenantCloudCreds -}}
   {{- fail (printf "%s.capo, credentials.tenants.%s.openstack: set, but the tenant's clusters run on %s, not capo" $key $ns $infra) -}}
 {{- end -}}
