@@ -73,12 +73,15 @@ func capoEnvironment(t *testing.T, sim *simulator.Simulator) (dir, values string
 // openStackCredentials are the lines of credentials.openstack of a secrets file (indented under
 // credentials:) for the simulated cloud.
 func openStackCredentials(sim *simulator.Simulator) string {
+	return "  openstack:\n    clouds_yaml: |\n" + indented(sim.CloudsYAML(), "      ") + "    cacert: \"\"\n"
+}
+
+// indented is text with every line after prefix: a block scalar's content.
+func indented(text, prefix string) string {
 	var b strings.Builder
-	b.WriteString("  openstack:\n    clouds_yaml: |\n")
-	for _, l := range strings.Split(strings.TrimRight(sim.CloudsYAML(), "\n"), "\n") {
-		b.WriteString("      " + l + "\n")
+	for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		b.WriteString(prefix + l + "\n")
 	}
-	b.WriteString("    cacert: \"\"\n")
 	return b.String()
 }
 
@@ -277,12 +280,7 @@ func TestOpenStackFaultsEndInARecoveryOrAConclusion(t *testing.T) {
 // (indented under credentials:) for a tenant's clusters on the simulated cloud: other credentials
 // than the platform's (the user's password, not the application credential), under cloud name.
 func openStackTenantCredentials(sim *simulator.Simulator, ns, cloud string) string {
-	var b strings.Builder
-	b.WriteString("  tenants:\n    " + ns + ":\n      openstack:\n        clouds_yaml: |\n")
-	for _, l := range strings.Split(strings.TrimRight(sim.PasswordCloudsYAML(cloud), "\n"), "\n") {
-		b.WriteString("          " + l + "\n")
-	}
-	return b.String()
+	return "  tenants:\n    " + ns + ":\n      openstack:\n        clouds_yaml: |\n" + indented(sim.PasswordCloudsYAML(cloud), "          ")
 }
 
 // kubeadm-capo from git: bootstrapped from the test bed's git server onto the simulated cloud,

@@ -48,7 +48,11 @@ func TestWhatTheInfrastructureReportsFailedIsRead(t *testing.T) {
 	if err := c.Client.Status().Update(ctx, srv); err != nil {
 		t.Fatal(err)
 	}
-	got := strings.Join(failedNamed(ctx, c, schema.GroupKind{Group: "infrastructure.cluster.x-k8s.io", Kind: "OpenStackMachine"}, "cluster-init", "management-workers-x-y"), "\n")
+	var lines []string
+	for _, f := range failedNamed(ctx, c, schema.GroupKind{Group: "infrastructure.cluster.x-k8s.io", Kind: "OpenStackMachine"}, "cluster-init", "management-workers-x-y") {
+		lines = append(lines, f.line)
+	}
+	got := strings.Join(lines, "\n")
 	for _, want := range []string{
 		"OpenStackMachine management-workers-x-y: InstanceReady is False: InstanceStateError",
 		"OpenStackMachine management-workers-x-y: failed: instance state ERROR is unexpected",

@@ -227,6 +227,9 @@ func OfCluster(ctx context.Context, c *kube.Cluster, namespace, name string) ([]
 		}
 	}
 	var lines []string
+	// said are the messages of the failed conditions shown: a logged error that only wraps one of
+	// them is not said twice.
+	var said []string
 	for i, ref := range refs {
 		if !ref.IsDefined() {
 			continue
@@ -236,7 +239,12 @@ func OfCluster(ctx context.Context, c *kube.Cluster, namespace, name string) ([]
 		if machineInfra[i] {
 			// What the infrastructure says of the machine and of its provider's other objects
 			// named after it, and what the provider logged for any of them.
-			lines = append(lines, failedNamed(ctx, c, gk, namespace, ref.Name)...)
+			for _, f := range failedNamed(ctx, c, gk, namespace, ref.Name) {
+				lines = append(lines, f.line)
+				if f.message != "" {
+					said = append(said, f.message)
+				}
+			}
 			find = LastNamed
 		}
 		f, ok, err := find(ctx, c, gk, namespace, ref.Name)
@@ -244,12 +252,7 @@ func OfCluster(ctx context.Context, c *kube.Cluster, namespace, name string) ([]
 			lines = append(lines, fmt.Sprintf("%s %s: its controller's log could not be read: %v", ref.Kind, ref.Name, err))
 			continue
 		}
-		// A logged error that only wraps what a condition already says is not said twice.
-		if ok && !slices.ContainsFunc(lines, func(l string) bool {
-			_, msg, found := strings.Cut(l, " is False: ")
-			_, msg, _ = strings.Cut(msg, ": ")
-			return found && msg != "" && strings.Contains(f.Error, msg)
-		}) {
+		if ok && !slices.ContainsFunc(said, func(msg string) bool { return strings.Contains(f.Error, msg) }) {
 			kind := f.Kind
 			if kind == "" {
 				kind = ref.Kind
@@ -265,10 +268,10 @@ func OfCluster(ctx context.Context, c *kube.Cluster, namespace, name string) ([]
 // on the OpenStackServer named after the OpenStackMachine, and logs no error for it. The kinds
 // come from the CRDs themselves, at their storage version: a REST mapper made before the provider
 // was installed would not know them.
-func failedNamed(ctx context.Context, c *kube.Cluster, gk schema.GroupKind, namespace, name string) []string {
+func failedNamed(ctx context.Context, c *kube.Cluster, gk schema.GroupKind, namespace, name string) []failure {
 	crds := &apiextensionsv1.CustomResourceDefinitionList{}
 	if err := c.Client.List(ctx, crds); err != nil {
-		return []string{fmt.Sprintf("%s %s: the provider's kinds could not be listed: %v", gk.Kind, name, err)}
+		return []failure{{line: fmt.Sprintf("%s %s: the provider's kinds could not be listed: %v", gk.Kind, name, err)}}
 	}
 	provider := ""
 	for _, crd := range crds.Items {
@@ -277,7 +280,7 @@ func failedNamed(ctx context.Context, c *kube.Cluster, gk schema.GroupKind, name
 		}
 	}
 	sort.Slice(crds.Items, func(i, j int) bool { return crds.Items[i].Name < crds.Items[j].Name })
-	var out []string
+	var out []failure
 	for _, crd := range crds.Items {
 		own := crd.Spec.Group == gk.Group && crd.Spec.Names.Kind == gk.Kind
 		if crd.Spec.Scope != apiextensionsv1.NamespaceScoped || !own && (provider == "" || crd.Labels[ProviderLabel] != provider) {
@@ -292,15 +295,18 @@ func failedNamed(ctx context.Context, c *kube.Cluster, gk schema.GroupKind, name
 	return out
 }
 
+// failure is a line of the conclusion, and the message of the failed condition it shows, if any.
+type failure struct{ line, message string }
+
 // failed are the conditions an infrastructure object reports False with severity Error, and its
 // failure message: how a provider says a machine failed when it logs no error for it.
-func failed(ctx context.Context, c *kube.Cluster, gvk schema.GroupVersionKind, namespace, name string) []string {
+func failed(ctx context.Context, c *kube.Cluster, gvk schema.GroupVersionKind, namespace, name string) []failure {
 	o := &unstructured.Unstructured{}
 	o.SetGroupVersionKind(gvk)
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, o); err != nil {
 		return nil
 	}
-	var out []string
+	var out []failure
 	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
 	failing := 0
 	for _, raw := range conds {
@@ -317,14 +323,15 @@ func failed(ctx context.Context, c *kube.Cluster, gvk schema.GroupVersionKind, n
 		if cond["type"] == "Ready" && failing > 1 {
 			continue
 		}
-		line := fmt.Sprintf("%s %s: %v is False: %v", gvk.Kind, name, cond["type"], cond["reason"])
+		f := failure{line: fmt.Sprintf("%s %s: %v is False: %v", gvk.Kind, name, cond["type"], cond["reason"])}
 		if msg, _ := cond["message"].(string); msg != "" {
-			line += ": " + msg
+			f.line += ": " + msg
+			f.message = msg
 		}
-		out = append(out, line)
+		out = append(out, f)
 	}
 	if msg, _, _ := unstructured.NestedString(o.Object, "status", "failureMessage"); msg != "" {
-		out = append(out, fmt.Sprintf("%s %s: failed: %s", gvk.Kind, name, msg))
+		out = append(out, failure{line: fmt.Sprintf("%s %s: failed: %s", gvk.Kind, name, msg)})
 	}
 	return out
 }

@@ -792,8 +792,9 @@ func (c *Cloud) createRouter(in object) (object, effect, *apiError) {
 }
 
 func (c *Cloud) setGateway(router object, gw map[string]any) *apiError {
+	// Checked before anything changes: a refused gateway leaves the old one.
+	netID, _ := gw["network_id"].(string)
 	if gw != nil {
-		netID, _ := gw["network_id"].(string)
 		n, ok := c.networks.get(netID)
 		if !ok {
 			return notFound("Network", netID)
@@ -811,14 +812,6 @@ func (c *Cloud) setGateway(router object, gw map[string]any) *apiError {
 	router["external_gateway_info"] = nil
 	if gw == nil {
 		return nil
-	}
-	netID, _ := gw["network_id"].(string)
-	n, ok := c.networks.get(netID)
-	if !ok {
-		return notFound("Network", netID)
-	}
-	if ext, _ := n["router:external"].(bool); !ext {
-		return badRequest(fmt.Sprintf("Bad router request: Network %s is not an external network.", netID))
 	}
 	port, _, err := c.createPort(object{"network_id": netID, "device_id": router.str("id"), "device_owner": "network:router_gateway"})
 	if err != nil {

@@ -147,36 +147,26 @@ func (s *Simulator) Close() {
 
 // CloudsYAML is a clouds.yaml for the cloud, with the application credential.
 func (s *Simulator) CloudsYAML() string {
-	return fmt.Sprintf(`clouds:
-  %s:
-    auth:
-      auth_url: %s/identity/v3
-      application_credential_id: %s
-      application_credential_secret: %s
-    region_name: RegionOne
-    interface: public
-    identity_api_version: 3
-    auth_type: v3applicationcredential
-`, CloudName, s.URL, s.ApplicationCredentialID, s.ApplicationCredentialSecret)
+	return s.cloudsYAML(CloudName, "v3applicationcredential",
+		"application_credential_id: "+s.ApplicationCredentialID, "application_credential_secret: "+s.ApplicationCredentialSecret)
 }
 
 // PasswordCloudsYAML is a clouds.yaml for the cloud, named cloudName, with the user's password:
 // other credentials than CloudsYAML's, as a tenant's clusters may be given.
 func (s *Simulator) PasswordCloudsYAML(cloudName string) string {
-	return fmt.Sprintf(`clouds:
-  %s:
-    auth:
-      auth_url: %s/identity/v3
-      username: %s
-      password: %s
-      project_name: %s
-      user_domain_name: Default
-      project_domain_name: Default
-    region_name: RegionOne
-    interface: public
-    identity_api_version: 3
-    auth_type: password
-`, cloudName, s.URL, User, s.Password, Project)
+	return s.cloudsYAML(cloudName, "password", "username: "+User, "password: "+s.Password, "project_name: "+Project,
+		"user_domain_name: Default", "project_domain_name: Default")
+}
+
+// cloudsYAML is a clouds.yaml of one cloud, name, authenticating by authType with the auth lines.
+func (s *Simulator) cloudsYAML(name, authType string, auth ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "clouds:\n  %s:\n    auth:\n      auth_url: %s/identity/v3\n", name, s.URL)
+	for _, l := range auth {
+		b.WriteString("      " + l + "\n")
+	}
+	fmt.Fprintf(&b, "    region_name: RegionOne\n    interface: public\n    identity_api_version: 3\n    auth_type: %s\n", authType)
+	return b.String()
 }
 
 func isLoopback(host string) bool {
