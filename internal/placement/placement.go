@@ -426,7 +426,7 @@ func (r *Reconciler) refusal(ctx context.Context, want client.Object) (existing 
 	}
 	owner, labelled := existing.GetLabels()[ApplicationLabel]
 	switch {
-	case !labelled:
+	case !labelled || !placedHere(existing):
 		return existing, fmt.Sprintf("%s %s/%s exists and no application placed it: not changed", kind, want.GetNamespace(), want.GetName()), nil
 	case owner != want.GetLabels()[ApplicationLabel]:
 		return existing, fmt.Sprintf("%s %s/%s belongs to application %s: not changed", kind, want.GetNamespace(), want.GetName(), strings.Replace(owner, ".", "/", 1)), nil
@@ -571,6 +571,9 @@ func (r *Reconciler) placedObjects(ctx context.Context, appID string) ([]client.
 		return nil, fmt.Errorf("list the Kustomizations of application %s: %w", appID, err)
 	}
 	for i := range ks.Items {
+		if !placedHere(&ks.Items[i]) {
+			continue
+		}
 		ks.Items[i].SetGroupVersionKind(kustomizev1.GroupVersion.WithKind(kustomizev1.KustomizationKind))
 		out = append(out, &ks.Items[i])
 	}
@@ -579,10 +582,27 @@ func (r *Reconciler) placedObjects(ctx context.Context, appID string) ([]client.
 		return nil, fmt.Errorf("list the HelmReleases of application %s: %w", appID, err)
 	}
 	for i := range hrs.Items {
+		if !placedHere(&hrs.Items[i]) {
+			continue
+		}
 		hrs.Items[i].SetGroupVersionKind(helmv2.GroupVersion.WithKind(helmv2.HelmReleaseKind))
 		out = append(out, &hrs.Items[i])
 	}
 	return out, nil
+}
+
+// placedHere tells whether this controller applied o. Its labels are not enough: whoever writes
+// objects in a cluster's namespace can write them (a tenant's HelmRelease in its own namespace),
+// and the admission policies refusing them there are one check, not the only one. Its field
+// manager is: a server-side apply cannot claim another manager's name (the API server refuses
+// managedFields in an apply), and what Flux applies for a tenant it applies server-side.
+func placedHere(o client.Object) bool {
+	for _, m := range o.GetManagedFields() {
+		if m.Manager == fieldOwner && m.Operation == metav1.ManagedFieldsOperationApply {
+			return true
+		}
+	}
+	return false
 }
 
 // finalize deletes every Kustomization of a deleted application (Flux prunes what they applied),

@@ -62,6 +62,9 @@ func (w *world) status() appsv1.ApplicationStatus {
 	return app.Status
 }
 
+// controllerFieldOwner is the field manager of what the placement controller applies.
+const controllerFieldOwner = "cluster-init-placement"
+
 // hello is the application of the tests.
 var hello = client.ObjectKey{Namespace: "cluster-init", Name: "hello"}
 
@@ -488,10 +491,19 @@ func TestAnApplicationDoesNotTakeOverAnotherOnesObjects(t *testing.T) {
 	w := &world{t: t, ctx: t.Context(), c: kc.Client, r: &placement.Reconciler{Client: kc.Client, Rules: placement.Rules{
 		Management: client.ObjectKey{Namespace: "cluster-init", Name: "management"}, OnManagement: true, SelectorNamespaces: []string{"workload-clusters"}}}}
 	w.clusters([]cluster{{"cluster-init", "management", "platform"}, {"workload-clusters", "wl1", "dev"}, {"workload-clusters", "wl2", "dev"}})
+	// Another application's object is applied as this controller applies; one no application placed
+	// is created by someone else.
 	squat := func(cluster string, labels map[string]string) {
-		k := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: "workload-clusters", Name: on("workload-clusters", cluster), Labels: labels},
-			Spec: kustomizev1.KustomizationSpec{SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "elsewhere"}, Path: "./other", Interval: metav1.Duration{Duration: time.Hour}}}
-		if err := w.c.Create(w.ctx, k); err != nil {
+		k := &kustomizev1.Kustomization{TypeMeta: metav1.TypeMeta{APIVersion: kustomizev1.GroupVersion.String(), Kind: kustomizev1.KustomizationKind},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "workload-clusters", Name: on("workload-clusters", cluster), Labels: labels},
+			Spec:       kustomizev1.KustomizationSpec{SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "elsewhere"}, Path: "./other", Interval: metav1.Duration{Duration: time.Hour}}}
+		if labels == nil {
+			if err := w.c.Create(w.ctx, k); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		if err := w.c.Patch(w.ctx, k, client.Apply, client.FieldOwner(controllerFieldOwner)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -537,11 +549,13 @@ func TestObjectsOfTheOlderNamesAreReplacedMakeBeforeBreak(t *testing.T) {
 		Management: client.ObjectKey{Namespace: "cluster-init", Name: "management"}, SelectorNamespaces: []string{"workload-clusters"}}}}
 	w.clusters([]cluster{{"cluster-init", "management", "platform"}, {"workload-clusters", "wl1", "dev"}})
 	// With Flux's finalizer, as kustomize-controller leaves it: its deletion can be seen.
-	old := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: "workload-clusters", Name: "hello-wl1", Finalizers: []string{"finalizers.fluxcd.io"},
-		Labels: map[string]string{placement.ApplicationLabel: "cluster-init.hello", placement.ClusterLabel: "workload-clusters.wl1"}},
+	old := &kustomizev1.Kustomization{TypeMeta: metav1.TypeMeta{APIVersion: kustomizev1.GroupVersion.String(), Kind: kustomizev1.KustomizationKind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "workload-clusters", Name: "hello-wl1", Finalizers: []string{"finalizers.fluxcd.io"},
+			Labels: map[string]string{placement.ApplicationLabel: "cluster-init.hello", placement.ClusterLabel: "workload-clusters.wl1"}},
 		Spec: kustomizev1.KustomizationSpec{SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "cluster-init", Namespace: "cluster-init"}, Path: "./clusters/management/apps/hello/manifests", Interval: metav1.Duration{Duration: time.Minute},
 			KubeConfig: &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "wl1-kubeconfig", Key: "value"}}}}
-	if err := w.c.Create(w.ctx, old); err != nil {
+	// Applied by this controller, as it applied them then.
+	if err := w.c.Patch(w.ctx, old, client.Apply, client.FieldOwner(controllerFieldOwner)); err != nil {
 		t.Fatal(err)
 	}
 	w.create(map[string]any{"clusters": []any{"workload-clusters/wl1"}})
@@ -754,5 +768,45 @@ func TestTheAPIServerRefusesApplicationsThatCannotBePlaced(t *testing.T) {
 	ok := &appsv1.Application{ObjectMeta: metav1.ObjectMeta{Namespace: "cluster-init", Name: strings.Repeat("a", 40)}, Spec: appsv1.ApplicationSpec{SourceRef: src, Path: "./apps/..x", Placement: placed}}
 	if err := kc.Client.Create(t.Context(), ok); err != nil {
 		t.Errorf("a valid application was refused: %v", err)
+	}
+}
+
+// A tenant's object carrying the labels of an application's placement (its own HelmRelease, in
+// its namespace, which the admission policies refuse, as if one check had failed) is not taken for
+// one: it is not listed in the application's status, and is neither changed nor deleted, even when
+// the application leaves that cluster or goes.
+func TestATenantsObjectWithAnApplicationsLabelsIsNotTakenForIt(t *testing.T) {
+	kc := testenv.Start(t, "management")
+	w := &world{t: t, ctx: t.Context(), c: kc.Client, r: &placement.Reconciler{Client: kc.Client, Rules: placement.Rules{
+		Management: client.ObjectKey{Namespace: "cluster-init", Name: "management"}, OnManagement: true, SelectorNamespaces: []string{"workload-clusters"}}}}
+	w.clusters([]cluster{{"cluster-init", "management", "platform"}, {"workload-clusters", "wl1", "dev"}})
+	forged := &helmv2.HelmRelease{TypeMeta: metav1.TypeMeta{APIVersion: helmv2.GroupVersion.String(), Kind: helmv2.HelmReleaseKind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "workload-clusters", Name: "wl-mine",
+			Labels: map[string]string{placement.ApplicationLabel: "cluster-init.hello", placement.ClusterLabel: "wl1"}},
+		Spec: helmv2.HelmReleaseSpec{Interval: metav1.Duration{Duration: time.Hour}, Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
+			Chart: "./charts/cluster-init", SourceRef: helmv2.CrossNamespaceObjectReference{Kind: "GitRepository", Name: "cluster-init", Namespace: "cluster-init"}}},
+			KubeConfig: &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: "wl1-kubeconfig", Key: "value"}}}}
+	// As the tenant's Kustomization applies it: server-side, as kustomize-controller.
+	if err := w.c.Patch(w.ctx, forged, client.Apply, client.FieldOwner("kustomize-controller")); err != nil {
+		t.Fatal(err)
+	}
+	w.create(map[string]any{"clusters": []any{"management"}})
+	w.reconcile()
+	w.flux("cluster-init", "management", metav1.ConditionTrue, "ReconciliationSucceeded", "Applied revision")
+	for range 3 {
+		st := w.reconcile()
+		if got := states(st); got != "cluster-init/management=Ready" {
+			t.Errorf("the application's placements: %s", got)
+		}
+	}
+	if err := w.c.Delete(w.ctx, w.app()); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		_, _ = w.r.Reconcile(w.ctx, reconcile.Request{NamespacedName: hello})
+	}
+	kept := &helmv2.HelmRelease{}
+	if err := w.c.Get(w.ctx, client.ObjectKeyFromObject(forged), kept); err != nil || !kept.DeletionTimestamp.IsZero() {
+		t.Errorf("the tenant's release was deleted with the application: %v", err)
 	}
 }
