@@ -81,6 +81,7 @@ An existing cluster instead of kind:
 		newCopyValuesCommand(),
 		newPivotCommand(),
 		newPlacementControllerCommand(),
+		newTenantSourcesCommand(),
 	)
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
 		g.stdout = cmd.OutOrStdout()

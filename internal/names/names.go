@@ -51,6 +51,9 @@ const (
 	// is the Kustomization there that applies the tenant's directory (charts/workload-clusters).
 	TenantLabel         = "cluster-init.dev/tenant"
 	TenantKustomization = "workload-clusters"
+	// TenantCheckedSource is the ExternalArtifact, in a tenant's namespace, of its directory as the
+	// platform's gate checked it (internal/tenantsources): what TenantKustomization reads.
+	TenantCheckedSource = "workload-clusters"
 	// ApplicationsKustomization applies the Applications committed under clusters/<name>/apps
 	// (kustomize-components/applications).
 	ApplicationsKustomization = "applications-from-git"
@@ -88,6 +91,9 @@ const (
 	// MovedAtAnnotation is set by the pivot on moved objects whose controller must be woken.
 	MovedAtAnnotation = "cluster-init.dev/moved-at"
 )
+
+// TenantSourceOf is the GitRepository, in the platform's namespace, of a tenant's directory.
+func TenantSourceOf(tenant string) string { return "tenant-" + tenant }
 
 // UnitsConfigMapOf is the ConfigMap of a release's unit graph.
 func UnitsConfigMapOf(release string) string { return release + "-units" }

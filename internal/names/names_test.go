@@ -71,6 +71,10 @@ func TestTheComponentsNameTheSameObjects(t *testing.T) {
 	if !strings.Contains(helpers, `define "workload-clusters.cloudCredentialsSecret" -}}`+names.TenantCloudCredentialsSecret+"{{") {
 		t.Error("the tenants' cloud credentials Secret is named otherwise")
 	}
+	if !strings.Contains(helpers, `define "workload-clusters.checkedSource" -}}`+names.TenantCheckedSource+"{{") ||
+		!strings.Contains(helpers, `define "workload-clusters.sourceName" -}}{{- printf "tenant-%s" . -}}{{- end -}}`) || names.TenantSourceOf("x") != "tenant-x" {
+		t.Error("the tenants' sources are named otherwise")
+	}
 	if !strings.Contains(read("charts/cluster-init/templates/release.yaml"), `name: {{ printf "%s-units" .Release.Name | quote }}`) ||
 		names.UnitsConfigMapOf(names.Release) != names.UnitsConfigMap {
 		t.Error("the unit graph's ConfigMap is named otherwise")

@@ -9,9 +9,12 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/machines"
@@ -27,6 +30,9 @@ type Tenant struct {
 	Directory string
 	// Revision is the commit of the tenant's directory applied, and what its source fetched.
 	Revision revisions.Revision
+	// Refused is why the platform's gate did not hand the directory's last commit on (a file past
+	// a bound, internal/tenantsources); "" when it did.
+	Refused  string
 	Clusters []WorkloadCluster
 }
 
@@ -74,6 +80,15 @@ func observeTenant(ctx context.Context, c client.Reader, rd *revisions.Reader, n
 		if err := c.Get(gctx, client.ObjectKey{Namespace: ns, Name: names.TenantKustomization}, ks); err == nil {
 			t.Directory = describeFlux(ks, ks.Spec.Path)
 			t.Revision = rd.Of(gctx, ks)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		ea := &sourcev1.ExternalArtifact{}
+		if err := c.Get(gctx, client.ObjectKey{Namespace: ns, Name: names.TenantCheckedSource}, ea); err == nil {
+			if cond := apimeta.FindStatusCondition(ea.Status.Conditions, meta.ReadyCondition); cond != nil && cond.Status == metav1.ConditionFalse {
+				t.Refused = cond.Message
+			}
 		}
 		return nil
 	})
@@ -136,6 +151,9 @@ func WriteWorkloadClusters(w io.Writer, tenants []Tenant) {
 			line += " (commit " + rev + ")"
 		}
 		fmt.Fprintln(w, line)
+		if t.Refused != "" {
+			fmt.Fprintf(w, "    ✗ its directory is not applied: %s\n", t.Refused)
+		}
 		if len(t.Clusters) == 0 {
 			fmt.Fprintln(w, "    no workload cluster")
 		}

@@ -87,6 +87,8 @@ var sourceVersions = map[string]schema.GroupVersion{
 	"GitRepository": {Group: "source.toolkit.fluxcd.io", Version: "v1"},
 	"OCIRepository": {Group: "source.toolkit.fluxcd.io", Version: "v1"},
 	"Bucket":        {Group: "source.toolkit.fluxcd.io", Version: "v1"},
+	// A tenant's directory as the platform's gate checked it (internal/tenantsources).
+	"ExternalArtifact": {Group: "source.toolkit.fluxcd.io", Version: "v1"},
 }
 
 // Of is the revision of a Kustomization: the one it last applied, the one its source fetched. A

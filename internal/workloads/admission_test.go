@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -764,5 +765,61 @@ func TestABuildersClusterAsItsChartRendersItIsAdmitted(t *testing.T) {
 	_ = unstructured.SetNestedMap(dev.Object, map[string]any{}, "spec", "backend", "docker")
 	if err := tb.as(t, builderSim).Update(t.Context(), dev); err == nil || !strings.Contains(err.Error(), "simulated in memory") {
 		t.Errorf("a simulated cluster updated to Docker containers: %v", err)
+	}
+}
+
+// Every object a tenant's commit makes the platform make is counted: the quota of each kind is
+// what its clusters' limit makes of what one cluster renders (workload-clusters.perCluster), and
+// past it the tenant's own account is refused, with the reason in the answer its Kustomization
+// shows. team-b may have one cluster: its release and the definitions' release.
+func TestEveryObjectOfATenantsCommitIsCounted(t *testing.T) {
+	tb := renderTenantTestbed(t)
+	var hard corev1.ResourceList
+	for _, o := range tb.installed {
+		if o.GetKind() == "ResourceQuota" && o.GetNamespace() == "team-b" {
+			var q corev1.ResourceQuota
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &q); err != nil {
+				t.Fatal(err)
+			}
+			hard = q.Spec.Hard
+		}
+	}
+	// What one cluster makes: its release, the units its release renders, the unit graph.
+	made := map[string]int64{"helmreleases.helm.toolkit.fluxcd.io": 1}
+	for _, u := range tb.units {
+		made[strings.ToLower(u.GetKind())+"s."+u.GroupVersionKind().Group]++
+	}
+	made["kustomizations.kustomize.toolkit.fluxcd.io"]++ // the tenant's directory
+	for kind, n := range made {
+		q, ok := hard[corev1.ResourceName("count/"+kind)]
+		if !ok {
+			t.Errorf("team-b's quota does not count %s", kind)
+			continue
+		}
+		if q.Value() != n {
+			t.Errorf("team-b's quota of %s is %d; one cluster makes %d (workload-clusters.perCluster)", kind, q.Value(), n)
+		}
+	}
+	for _, kind := range []corev1.ResourceName{"count/configmaps", "count/secrets", "count/clusters.cluster.x-k8s.io", "count/machines.cluster.x-k8s.io"} {
+		if _, ok := hard[kind]; !ok {
+			t.Errorf("team-b's quota does not count %s", kind)
+		}
+	}
+
+	tb.start(t)
+	release := func(name string) *unstructured.Unstructured {
+		o := tb.release.DeepCopy()
+		o.SetNamespace("team-b")
+		rename(name)(o.Object)
+		return o
+	}
+	for _, name := range []string{"b-one", "b-two"} {
+		if err := tb.as(t, tenantB).Create(t.Context(), release(name)); err != nil {
+			t.Fatalf("release %s within the quota: %v", name, err)
+		}
+	}
+	err := tb.as(t, tenantB).Create(t.Context(), release("b-three"))
+	if err == nil || !strings.Contains(err.Error(), "exceeded quota") || !strings.Contains(err.Error(), "count/helmreleases.helm.toolkit.fluxcd.io") {
+		t.Errorf("a release over the quota: %v", err)
 	}
 }

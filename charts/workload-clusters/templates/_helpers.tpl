@@ -46,7 +46,7 @@ makes of a template, it cannot write outside the namespace.
 {{/*
 workload-clusters.tenant: a tenant's settings, defaults applied and checked.
 Input: (list $root $namespace $tenant). Output: JSON {path, infrastructure, name_prefix, limits, repository,
-repository_url, git_credentials, readers_group, capo, cloud_credentials}; repository is "" for the
+repository_url, git_credentials, readers_group, shard, capo, cloud_credentials}; repository is "" for the
 platform's; capo (the cloud's settings of its clusters) and cloud_credentials ({clouds_yaml,
 cacert}) are empty but on OpenStack. The result holds secrets: never printed.
 */}}
@@ -108,6 +108,7 @@ cacert}) are empty but on OpenStack. The result holds secrets: never printed.
       "repository_url" (dig "url" "" ($t.repository | default dict))
       "git_credentials" (not (empty $creds))
       "readers_group" ($t.readers_group | default "")
+      "shard" ($t.shard | default $ns)
       "capo" $capo
       "cloud_credentials" $cloudCreds
     | toJson -}}
@@ -240,3 +241,43 @@ Input: the infrastructure (capd, capo or in-memory). Output: JSON list.
 {{- list "openstackclusters" "openstackmachinetemplates" | toJson -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+workload-clusters.perCluster: what the platform makes in a tenant's namespace for each of its
+workload clusters, counted by the namespace's ResourceQuota: the tenant's HelmRelease and the
+cluster definitions' (<cluster>-cluster), the Kustomizations of the workload release's units, the
+release's unit graph (<cluster>-units), and the Secrets: Helm's records of the two releases (at
+most helm-controller's default history of 5, and one more while an upgrade replaces the oldest),
+Cluster API's certificate authorities, service account key and kubeconfig (5), the definitions'
+credentials, and a margin of 2. Each machine adds its bootstrap data Secret. A test renders a
+workload cluster and checks these numbers against what it makes (internal/workloads).
+*/}}
+{{- define "workload-clusters.perCluster" -}}
+{{- dict "helmreleases" 2 "kustomizations" 4 "configmaps" 1 "secrets" 20 | toJson -}}
+{{- end -}}
+
+{{/*
+workload-clusters.perNamespace: what a tenant's namespace holds whatever its clusters: the
+platform's Kustomization of its directory, its parameters and shared values, the API server's
+kube-root-ca.crt, its cloud's credentials; and a margin of 5 ConfigMaps and Secrets for what other
+software of the cluster puts in every namespace.
+*/}}
+{{- define "workload-clusters.perNamespace" -}}
+{{- dict "kustomizations" 1 "configmaps" 8 "secrets" 6 | toJson -}}
+{{- end -}}
+
+{{/*
+workload-clusters.shardLabel: the label that gives a Flux object to a tenants' shard
+(kustomize-components/flux-shard): the platform's controllers ignore any object that has it.
+Input: the shard.
+*/}}
+{{- define "workload-clusters.shardLabel" -}}
+sharding.fluxcd.io/key: {{ . | quote }}
+{{- end -}}
+
+{{/*
+workload-clusters.checkedSource: the ExternalArtifact, in a tenant's namespace, of its directory as
+the platform's gate (tenant-sources, internal/tenantsources) checked it: what its Kustomization
+reads.
+*/}}
+{{- define "workload-clusters.checkedSource" -}}workload-clusters{{- end -}}

@@ -1,0 +1,130 @@
+package tenantsources
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// entry is one entry of a test artifact.
+type entry struct {
+	name string
+	kind byte
+	data string
+	size int64 // the header's size, when it lies
+}
+
+func tarball(t *testing.T, entries ...entry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for _, e := range entries {
+		kind := e.kind
+		if kind == 0 {
+			kind = tar.TypeReg
+		}
+		h := &tar.Header{Name: e.name, Typeflag: kind, Mode: 0o644, Size: int64(len(e.data))}
+		if kind != tar.TypeReg {
+			h.Size = 0
+		}
+		if kind == tar.TypeSymlink {
+			h.Linkname = e.data
+		}
+		if kind == tar.TypeChar {
+			h.Devmajor, h.Devminor = 1, 5
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if kind == tar.TypeReg {
+			if _, err := tw.Write([]byte(e.data)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// errBomb stands for what the manifest check says of a file it refuses.
+var errBomb = errors.New("bomb.yaml: its YAML aliases expand to more than 100000 values")
+
+func testBounds() Bounds {
+	b := DefaultBounds(func(name string, data []byte) error {
+		if strings.Contains(string(data), "*a") {
+			return errBomb
+		}
+		return nil
+	})
+	b.Files, b.FileBytes, b.TotalBytes = 5, 100, 250
+	return b
+}
+
+const cluster = "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\n"
+
+func TestADirectoryWithinItsBoundsIsCheckedWhole(t *testing.T) {
+	s, err := Check(tarball(t,
+		entry{name: "clusters", kind: tar.TypeDir},
+		entry{name: "clusters/wl1/cluster.yaml", data: cluster},
+		entry{name: "clusters/wl2/cluster.yml", data: cluster},
+		entry{name: "clusters/README.md", data: "# not a manifest *a"},
+	), testBounds())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Files != 4 || s.Manifests != 2 || s.Bytes != int64(2*len(cluster)+19) {
+		t.Errorf("summary %+v", s)
+	}
+}
+
+func TestADirectoryPastABoundIsRefusedNamingTheFileAndTheBound(t *testing.T) {
+	big := strings.Repeat("x", 101)
+	for _, tc := range []struct {
+		name    string
+		entries []entry
+		want    string
+	}{
+		{"a manifest the check refuses", []entry{{name: "a/bomb.yaml", data: "a: &a [1]\nb: [*a]"}}, "bomb.yaml: its YAML aliases"},
+		{"a link", []entry{{name: "a/link.yaml", kind: tar.TypeSymlink, data: "/dev/zero"}}, "a/link.yaml: not a regular file"},
+		{"a device", []entry{{name: "a/zero.yaml", kind: tar.TypeChar}}, "a/zero.yaml: not a regular file"},
+		{"a hard link", []entry{{name: "a/x.yaml", data: cluster}, {name: "a/y.yaml", kind: tar.TypeLink, data: "a/x.yaml"}}, "a/y.yaml: not a regular file"},
+		{"a path outside", []entry{{name: "../../etc/x.yaml", data: cluster}}, "../../etc/x.yaml: a path outside"},
+		{"a file too large", []entry{{name: "a/big.md", data: big}}, "a/big.md: 101 bytes: expected a file of at most 100"},
+		{"files too large together", []entry{{name: "a", data: big[:90]}, {name: "b", data: big[:90]}, {name: "c", data: big[:90]}}, "c: the directory's files add up to more than 250 bytes"},
+		{"too many files", []entry{{name: "1", data: ""}, {name: "2", data: ""}, {name: "3", data: ""}, {name: "4", data: ""}, {name: "5", data: ""}, {name: "6", data: ""}}, "more than 5 files"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Check(tarball(t, tc.entries...), testBounds())
+			if !IsRefused(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want a refusal saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestACompressedArtifactPastItsBoundIsRefusedUnread(t *testing.T) {
+	b := testBounds()
+	b.ArtifactBytes = 10
+	_, err := Check(tarball(t, entry{name: "a.yaml", data: cluster}), b)
+	if !IsRefused(err) || !strings.Contains(err.Error(), "compressed: expected at most 10") {
+		t.Errorf("got %v", err)
+	}
+}
+
+// An artifact that is not a gzipped tar is source-controller's fault, not the tenant's: an error,
+// tried again, not a refusal.
+func TestAnArchiveThatIsNotOneIsAnErrorNotARefusal(t *testing.T) {
+	_, err := Check([]byte("not gzip"), testBounds())
+	if err == nil || IsRefused(err) {
+		t.Errorf("got %v, want an error of the platform's", err)
+	}
+}

@@ -1,0 +1,99 @@
+package tenantsources
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"cluster-init.dev/cluster-init/internal/kube"
+)
+
+// DefaultBounds are the bounds of a tenant's directory: far above a directory of workload
+// clusters (a cluster is a file of about twenty lines), far below what a controller's memory
+// holds. CheckManifest checks each manifest's bytes.
+func DefaultBounds(checkManifest func(name string, data []byte) error) Bounds {
+	return Bounds{
+		ArtifactBytes: 4 << 20,
+		Files:         1000,
+		FileBytes:     256 << 10,
+		TotalBytes:    16 << 20,
+		CheckManifest: checkManifest,
+	}
+}
+
+// Options are the gate's settings.
+type Options struct {
+	// Namespace is the platform's.
+	Namespace string
+	// StoreDir holds the checked artifacts; AdvertiseURL is where the controllers reach them.
+	StoreDir, AdvertiseURL string
+	// Listen is the address of the artifacts' server, Probes of the health probes.
+	Listen, Probes string
+	Bounds         Bounds
+}
+
+// Run runs the gate until ctx ends: the reconciler (one at a time, under a lease) and the server
+// of the checked artifacts.
+func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
+	scheme, err := kube.Scheme()
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:  opts.Probes,
+		LeaderElection:          true,
+		LeaderElectionID:        "cluster-init-tenant-sources",
+		LeaderElectionNamespace: opts.Namespace,
+		// The tenants' sources are in the platform's namespace: nothing else is cached of them.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&sourcev1.GitRepository{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
+		}},
+	})
+	if err != nil {
+		return fmt.Errorf("tenant sources: %w", err)
+	}
+	store := &Store{Dir: opts.StoreDir, BaseURL: opts.AdvertiseURL}
+	r := &Reconciler{
+		Client: mgr.GetClient(), Namespace: opts.Namespace, Store: store,
+		HTTP:   &http.Client{Timeout: time.Minute},
+		Bounds: opts.Bounds, Events: mgr.GetEventRecorder("tenant-sources"), Resync: 10 * time.Minute,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("tenant sources: %w", err)
+	}
+	srv := &http.Server{Addr: opts.Listen, Handler: store, ReadHeaderTimeout: 10 * time.Second}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		go func() {
+			<-ctx.Done()
+			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(shutdown)
+		}()
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve the checked artifacts: %w", err)
+		}
+		return nil
+	})); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
