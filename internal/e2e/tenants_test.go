@@ -61,6 +61,34 @@ type hostileCommit struct {
 	// leftOut: the tenant's source leaves the files out (kustomization files), so the commit is
 	// applied as nothing: its revision applied, Ready, and no object made.
 	leftOut bool
+	// gate: the platform's gate refuses the directory before any controller parses it; the
+	// reason shows in the tenant's ExternalArtifact (and its Kustomization applies nothing new).
+	gate bool
+	// isolation: while the commit is in git, the platform's controllers do not restart, its units
+	// stay Ready, and another tenant's commit is applied within its usual time.
+	isolation bool
+	// shard, if set, is a HelmRelease applied with the tenant's own shard label whatever it wrote.
+	shard string
+}
+
+// aliasBomb is a small YAML file whose aliases stand for billions of values: kustomize expands
+// them all.
+var aliasBomb = func() string {
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bomb\ndata:\n  l0: &l0 [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n")
+	for i := 1; i <= 9; i++ {
+		fmt.Fprintf(&b, "  l%d: &l%d [*l%d,*l%d,*l%d,*l%d,*l%d,*l%d,*l%d,*l%d,*l%d]\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
+	}
+	return b.String()
+}()
+
+// manyFiles is a directory of n small files.
+func manyFiles(n int) map[string]string {
+	files := map[string]string{}
+	for i := range n {
+		files[fmt.Sprintf("many/f%04d.yaml", i)] = "# nothing\n"
+	}
+	return files
 }
 
 func hostileCommits() []hostileCommit {
@@ -92,8 +120,10 @@ func hostileCommits() []hostileCommit {
 			shows: []string{"is the name of a cluster of the platform"}},
 		{class: "another tenant's cluster's name", files: map[string]string{"b-one/cluster.yaml": workloadCluster("b-one", "", "")},
 			shows: []string{"are named wl"}},
+		// Team-b's quota holds the releases of one cluster (b-one's and its definitions'): a second
+		// cluster's release is refused as the tenant's directory is applied.
 		{class: "a cluster over the tenant's quota", tenant: "team-b", files: map[string]string{"b-two/cluster.yaml": workloadCluster("b-two", "", "")},
-			shows: []string{"exceeded quota"}, release: "b-two-cluster"},
+			shows: []string{"exceeded quota"}},
 		{class: "400 workers", files: map[string]string{"x/cluster.yaml": strings.Replace(workloadCluster("wlx", "", ""), "      workers:\n        replicas: 1\n", "      workers:\n        replicas: 400\n", 1)},
 			shows: []string{"spec.values.cluster.workers"}},
 		// Kustomization files never reach kustomize-controller (it would fetch a remote resource
@@ -116,6 +146,28 @@ func hostileCommits() []hostileCommit {
 			shows: []string{"spec.values.credentials"}},
 		{class: "a Kustomization of its own (as the controller)", files: map[string]string{"x/ks.yaml": "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: pwn\nspec:\n  interval: 1m\n  path: ./\n  prune: false\n  sourceRef: {kind: GitRepository, name: cluster-init, namespace: cluster-init}\n"},
 			shows: []string{"forbidden"}},
+		// What a tenant can cost the platform (docs/tenants.md): each is refused, costs its own
+		// shard at most, and another tenant's commit goes on as usual meanwhile.
+		{class: "a YAML alias bomb (billions of values)", files: map[string]string{"x/bomb.yaml": aliasBomb}, gate: true, isolation: true,
+			shows: []string{"aliases"}},
+		{class: "a file of 1 MiB", files: map[string]string{"x/big.yaml": "# " + strings.Repeat("x", 1<<20) + "\n"}, gate: true, isolation: true,
+			shows: []string{"x/big.yaml", "bytes"}},
+		{class: "1,200 files", files: manyFiles(1200), gate: true, isolation: true,
+			shows: []string{"files"}},
+		{class: "YAML nested 50,000 deep", files: map[string]string{"x/deep.yaml": "a: " + strings.Repeat("[", 50000) + strings.Repeat("]", 50000) + "\n"}, gate: true, isolation: true,
+			shows: []string{"x/deep.yaml"}},
+		{class: "more releases than its clusters make", tenant: "team-b", files: map[string]string{"b-x/cluster.yaml": workloadCluster("b-x", "", ""), "b-y/cluster.yaml": workloadCluster("b-y", "", ""), "b-z/cluster.yaml": workloadCluster("b-z", "", "")},
+			isolation: true, shows: []string{"exceeded quota"}},
+		{class: "an application's labels on its release", files: map[string]string{"x/cluster.yaml": strings.Replace(workloadCluster("wlx", "", ""), "  name: wlx\n", "  name: wlx\n  labels:\n    apps.cluster-init.dev/application: cluster-init.hello\n    apps.cluster-init.dev/cluster: wlx\n", 1)},
+			isolation: true, shows: []string{"apps.cluster-init.dev/application"}},
+		{class: "the platform's own label on its release", files: map[string]string{"x/cluster.yaml": strings.Replace(workloadCluster("wlx", "", ""), "  name: wlx\n", "  name: wlx\n  labels:\n    cluster-init.dev/platform: \"true\"\n", 1)},
+			isolation: true, shows: []string{"cluster-init.dev/platform"}},
+		{class: "control sequences for the operator's terminal", files: map[string]string{"x/cluster.yaml": strings.Replace(workloadCluster("wlx", "", ""), "  values:\n", "  values:\n    \"\\e[2J\\e[H\\e]0;pwned\\a\\u009b31mall good\\r\": 1\n", 1)},
+			isolation: true, shows: []string{"spec.values"}},
+		// Flux's own mechanism sets the tenant's shard on what its directory applies, whatever the
+		// tenant wrote: its release is reconciled by its shard, not by team-b's nor the platform's.
+		{class: "another shard's label on its release", files: map[string]string{"x/cluster.yaml": strings.Replace(workloadCluster("wlx", "", ""), "  name: wlx\n", "  name: wlx\n  labels:\n    sharding.fluxcd.io/key: team-b\n", 1)},
+			isolation: true, shard: "wlx"},
 	}
 }
 
@@ -142,6 +194,12 @@ func TestAHostileTenantIsRefused(t *testing.T) {
 	if len(management) < 3 {
 		t.Fatalf("the management cluster's containers: %v", management)
 	}
+	// What the isolation checks compare with: the platform's controllers and units as they are,
+	// and how long another tenant's commit takes to be applied when nobody attacks.
+	controllers := platformControllers(t, kc)
+	units := readyUnits(t, kc)
+	usual := otherTenantsCommit(t, kc, r)
+	t.Logf("another tenant's commit applied in %s (no attack)", usual)
 
 	for _, h := range hostileCommits() {
 		tenant := h.tenant
@@ -164,6 +222,23 @@ func TestAHostileTenantIsRefused(t *testing.T) {
 			wait = 6 * time.Minute
 		}
 		waitFor(t, wait, "the refusal of "+h.class, func() bool {
+			if h.gate {
+				out := kubectlQuiet(kc, "-n", tenant, "get", "externalartifact", "workload-clusters", "-o",
+					`jsonpath={.status.conditions[?(@.type=="Ready")].reason}{"\n"}{.status.conditions[?(@.type=="Ready")].message}`)
+				reason, msg, _ := strings.Cut(out, "\n")
+				message = msg
+				return reason == "ArtifactRefused" && slices.ContainsFunc(h.shows, func(s string) bool { return strings.Contains(msg, s) })
+			}
+			if h.shard != "" {
+				message = kubectlQuiet(kc, "-n", tenant, "get", "helmrelease", h.shard, "-o", `jsonpath={.metadata.labels.sharding\.fluxcd\.io/key}`)
+				if message == "" {
+					return false
+				}
+				if message != tenant {
+					t.Errorf("%s: applied with the shard label %q", h.class, message)
+				}
+				return true
+			}
 			if h.neutralized != "" {
 				message = kubectlQuiet(kc, "-n", tenant, "get", "helmrelease", h.neutralized, "-o", `jsonpath={.spec.valuesFrom}`)
 				if message == "" {
@@ -197,7 +272,10 @@ func TestAHostileTenantIsRefused(t *testing.T) {
 			t.Errorf("%s: refused, but the message names none of %q: %s", h.class, h.shows, message)
 		}
 		if !h.leftOut {
-			t.Logf("%-50s refused in %4.1fs: %.160s", h.class, time.Since(pushed).Seconds(), message)
+			t.Logf("%-50s refused in %4.1fs: %.160q", h.class, time.Since(pushed).Seconds(), message)
+		}
+		if h.isolation {
+			isolated(t, kc, r, h.class, controllers, units, usual)
 		}
 		// Undo it for the next one.
 		for rel := range h.files {
@@ -208,7 +286,7 @@ func TestAHostileTenantIsRefused(t *testing.T) {
 			r.git(t, "rm", "-rq", target)
 		}
 		r.commit(t, "undo: "+h.class)
-		if h.neutralized != "" {
+		if h.neutralized != "" || h.shard != "" {
 			// Applied (neutralized): its cluster goes before the next class is tried, so that
 			// what the next one leaves is its own.
 			fetchTenantSources(t, kc)
@@ -265,6 +343,75 @@ func TestAHostileTenantIsRefused(t *testing.T) {
 	fetchTenantSources(t, kc)
 
 	theirOwnRepository(t, kc, r, teamC)
+}
+
+// platformControllers are the platform's kustomize-controller and helm-controller pods, each with
+// its restarts ("<uid>:<restarts>"): a pod replaced or restarted shows as another string.
+func platformControllers(t *testing.T, kc string) string {
+	t.Helper()
+	out := kubectlQuiet(kc, "-n", "flux-system", "get", "pods", "-l", "app in (kustomize-controller,helm-controller)", "-o",
+		`jsonpath={range .items[*]}{.metadata.uid}:{.status.containerStatuses[0].restartCount} {end}`)
+	if out == "" {
+		t.Fatal("no platform controllers found")
+	}
+	return out
+}
+
+// readyUnits are the platform's Kustomizations and HelmReleases (its namespace) that are Ready.
+func readyUnits(t *testing.T, kc string) []string {
+	t.Helper()
+	var ready []string
+	for _, kind := range []string{"kustomizations", "helmreleases"} {
+		out := kubectlQuiet(kc, "-n", "cluster-init", "get", kind, "-o",
+			`jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+		for _, l := range strings.Split(out, "\n") {
+			if name, ok := strings.CutSuffix(l, "=True"); ok {
+				ready = append(ready, kind+"/"+name)
+			}
+		}
+	}
+	slices.Sort(ready)
+	return ready
+}
+
+// otherTenantsCommit is a commit to team-b's directory (a comment in b-one's file): it returns how
+// long team-b's Kustomization took to apply it.
+func otherTenantsCommit(t *testing.T, kc string, r *repository) time.Duration {
+	t.Helper()
+	file := "clusters/management/team-b/b-one/cluster.yaml"
+	r.write(t, file, workloadCluster("b-one", "", "")+fmt.Sprintf("# touched %d\n", time.Now().UnixNano()))
+	pushed := r.commit(t, "team-b: touch b-one")
+	sha := r.git(t, "rev-parse", "HEAD")
+	fetchTenantSources(t, kc)
+	waitFor(t, 5*time.Minute, "team-b's commit applied", func() bool {
+		return strings.HasSuffix(kubectlQuiet(kc, "-n", "team-b", "get", "kustomization", "workload-clusters", "-o", "jsonpath={.status.lastAppliedRevision}"), sha)
+	})
+	return time.Since(pushed).Round(time.Second)
+}
+
+// isolated checks, while a hostile commit is in git, that it costs only its tenant: another
+// tenant's commit is applied within its usual time (plus the 5 s of a look and a poll's worth),
+// the platform's controllers did not restart, and its units that were Ready are Ready.
+func isolated(t *testing.T, kc string, r *repository, class, controllers string, units []string, usual time.Duration) {
+	t.Helper()
+	took := otherTenantsCommit(t, kc, r)
+	if limit := 2*usual + 20*time.Second; took > limit {
+		t.Errorf("%s: another tenant's commit took %s to be applied, usually %s", class, took, usual)
+	}
+	if now := platformControllers(t, kc); now != controllers {
+		t.Errorf("%s: the platform's controllers restarted: %s -> %s", class, controllers, now)
+	}
+	now := readyUnits(t, kc)
+	for _, u := range units {
+		if !slices.Contains(now, u) {
+			t.Errorf("%s: the platform's %s is no longer Ready", class, u)
+		}
+	}
+	status := bootstrapOK(t, "status", env)
+	if strings.ContainsFunc(status, func(c rune) bool { return c < 0x20 && c != '\n' || c == 0x7f || c >= 0x80 && c < 0xa0 }) {
+		t.Errorf("%s: bootstrap status printed a control character: %q", class, status)
+	}
+	t.Logf("%-50s isolated: another tenant's commit applied in %s (usually %s), the platform's controllers and units as they were", class, took, usual)
 }
 
 // tenantNamespaces are the tenants of the test.
