@@ -22,7 +22,9 @@
 // Lines or Block: split at its newlines, each line escaped, every line after the first indented
 // by the printer deeper than the line it continues, so that a newline in the data never starts a
 // line that reads as one of the printer's own. A single-line field (a name, a reason, a row of a
-// table) uses Line, which escapes newlines too.
+// table) uses Line, which escapes newlines too. The error a command ends with is the one block
+// whose newlines a printer cannot sort: it holds the messages it wraps with theirs. Its lines
+// after the first are indented, so that the data's lines stay inside the error.
 package termtext
 
 import (

@@ -34,9 +34,22 @@ var Visible = []string{`\x1b[2J`, `\x1b]0;pwned\x07`, `\u009b31m`, `ok\x0doverwr
 
 // Check fails t when out, the output of a printer fed Hostile, holds a control character raw
 // (other than the newlines that end its lines), lacks the visible escapes of the attacks, or
-// starts a line of its own with Forged, at the left margin or the first indentation of a printer's
-// lines (two spaces).
+// starts a line of its own with Forged, at the left margin or the first indentation of a
+// printer's lines (two spaces).
 func Check(t testing.TB, what, out string) {
+	t.Helper()
+	check(t, what, out, 2)
+}
+
+// CheckBlock is Check for a block that is one message whatever its lines (the error a command
+// ends with, which holds the messages it wraps with their newlines): the data may start a line
+// inside the block, indented, never at the left margin.
+func CheckBlock(t testing.TB, what, out string) {
+	t.Helper()
+	check(t, what, out, 0)
+}
+
+func check(t testing.TB, what, out string, margin int) {
 	t.Helper()
 	for i, line := range strings.Split(out, "\n") {
 		// The attacks by name as well as by termtext's definition: a definition that lost one
@@ -44,7 +57,7 @@ func Check(t testing.TB, what, out string) {
 		if safe := termtext.Line(line); safe != line || strings.ContainsAny(line, "\x1b\x07\r\u009b\u202e\u2066") {
 			t.Errorf("%s: line %d holds control characters raw: %s", what, i+1, safe)
 		}
-		if indent := len(line) - len(strings.TrimLeft(line, " ")); indent <= 2 && strings.HasPrefix(line[indent:], Forged) {
+		if indent := len(line) - len(strings.TrimLeft(line, " ")); indent <= margin && strings.HasPrefix(line[indent:], Forged) {
 			t.Errorf("%s: line %d is forged by the data: %q", what, i+1, line)
 		}
 	}
