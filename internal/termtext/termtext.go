@@ -99,10 +99,15 @@ func Line(s string) string {
 // Lines splits s at its newlines (a CRLF is one) and escapes each line with Line; a final
 // newline ends the last line rather than starting an empty one.
 func Lines(s string) []string {
-	s = strings.TrimSuffix(strings.TrimSuffix(s, "\n"), "\r")
+	if strings.HasSuffix(s, "\n") {
+		s = strings.TrimSuffix(strings.TrimSuffix(s, "\n"), "\r")
+	}
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
-		lines[i] = Line(strings.TrimSuffix(l, "\r"))
+		if i < len(lines)-1 {
+			l = strings.TrimSuffix(l, "\r") // of a CRLF
+		}
+		lines[i] = Line(l)
 	}
 	return lines
 }

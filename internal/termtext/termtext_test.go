@@ -61,8 +61,10 @@ func TestBlockIndentsTheLinesOfData(t *testing.T) {
 	if got != want {
 		t.Errorf("Block = %q, want %q", got, want)
 	}
-	if got := termtext.Lines("one\rtwo"); len(got) != 1 || got[0] != `one\x0dtwo` {
-		t.Errorf("Lines: a carriage return inside a line is not a line break: %q", got)
+	for in, want := range map[string]string{"one\rtwo": `one\x0dtwo`, "ends\r": `ends\x0d`} {
+		if got := termtext.Lines(in); len(got) != 1 || got[0] != want {
+			t.Errorf("Lines(%q) = %q: a carriage return is no line break but in a CRLF", in, got)
+		}
 	}
 }
 
