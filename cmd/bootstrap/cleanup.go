@@ -14,6 +14,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/progress"
+	"cluster-init.dev/cluster-init/internal/termtext"
 )
 
 func newCleanupCommand(g *globals) *cobra.Command {
@@ -62,7 +63,7 @@ values, and works whatever they are.`,
 			// Every wait inside is bounded; this bounds the requests to a cluster that stops answering.
 			ctx, cancel := context.WithTimeout(cmd.Context(), 45*time.Minute)
 			defer cancel()
-			return cleanup.Run(ctx, kindcluster.New(dir.KindClusters(), func(msg string) { fmt.Fprintln(out, "kind:", msg) }), cleanup.DockerCLI{}, cleanup.Target{
+			return cleanup.Run(ctx, kindcluster.New(dir.KindClusters(), func(msg string) { fmt.Fprintln(out, "kind:", termtext.Block(msg, "  ")) }), cleanup.DockerCLI{}, cleanup.Target{
 				Environment: w.env.Name,
 				State:       dir,
 				Kind:        v.BootstrapCluster.Name,
@@ -90,7 +91,7 @@ values, and works whatever they are.`,
 					printer.Summary(phases, time.Since(start), g.redactor.Error(err))
 					return c, err
 				},
-			}, func(format string, a ...any) { fmt.Fprintf(out, format+"\n", a...) })
+			}, func(format string, a ...any) { fmt.Fprintln(out, termtext.Block(fmt.Sprintf(format, a...), "    ")) })
 		},
 	}
 	cmd.Flags().StringArrayVar(&valueFiles, "values", nil, "the values files the bootstrap was given (repeatable): the kind cluster a self-managed cluster is taken back into needs them")

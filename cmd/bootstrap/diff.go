@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -19,6 +18,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/termtext"
 	"cluster-init.dev/cluster-init/internal/validate"
 	"cluster-init.dev/cluster-init/internal/values"
 	"cluster-init.dev/cluster-init/internal/workloads"
@@ -66,9 +66,7 @@ nothing, and exits 0 whether or not there are changes (-o json for a pipeline to
 				return fmt.Errorf("diff against the %s cluster (%s): %w", c.Name, c.Config.Host, err)
 			}
 			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(report)
+				return termtext.WriteJSON(cmd.OutOrStdout(), report, "  ")
 			}
 			writeDiff(cmd.OutOrStdout(), fmt.Sprintf("%s, %s cluster (%s)", w.env.Name, c.Name, c.Config.Host), report, skipped)
 			return nil
@@ -194,26 +192,27 @@ func asApplied(obj *unstructured.Unstructured) *unstructured.Unstructured {
 	return out
 }
 
-// writeDiff prints a report, grouped by what applies the objects.
+// writeDiff prints a report, grouped by what applies the objects. Names and values come from
+// the cluster and the checkouts (a tenant's): each is escaped on its line.
 func writeDiff(out io.Writer, title string, r diff.Report, skipped []string) {
-	fmt.Fprintf(out, "%s: %d changes, %d objects unchanged\n", title, len(r.Changes), r.Unchanged)
+	fmt.Fprintf(out, "%s: %d changes, %d objects unchanged\n", termtext.Line(title), len(r.Changes), r.Unchanged)
 	sign := map[diff.Action]string{diff.Added: "+", diff.Changed: "~", diff.Removed: "-"}
 	owner := ""
 	for _, ch := range r.Changes {
 		if ch.Owner != owner {
 			owner = ch.Owner
-			fmt.Fprintf(out, "\n%s\n", owner)
+			fmt.Fprintf(out, "\n%s\n", termtext.Line(owner))
 		}
-		fmt.Fprintf(out, "  %s %s (%s)\n", sign[ch.Action], ch.Object, ch.Action)
+		fmt.Fprintf(out, "  %s %s (%s)\n", sign[ch.Action], termtext.Line(ch.Object), ch.Action)
 		for _, f := range ch.Fields {
-			fmt.Fprintf(out, "      %s\n", f)
+			fmt.Fprintf(out, "      %s\n", termtext.Line(f))
 		}
 	}
 	for _, n := range r.NotApplied {
-		fmt.Fprintf(out, "\nnot in the cluster yet: %s (everything it holds is added)\n", n)
+		fmt.Fprintf(out, "\nnot in the cluster yet: %s (everything it holds is added)\n", termtext.Line(n))
 	}
 	for _, s := range skipped {
-		fmt.Fprintf(out, "not compared: %s\n", s)
+		fmt.Fprintf(out, "not compared: %s\n", termtext.Line(s))
 	}
 }
 

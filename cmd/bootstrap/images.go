@@ -9,6 +9,7 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/images"
 	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/termtext"
 	"cluster-init.dev/cluster-init/internal/validate"
 	"cluster-init.dev/cluster-init/internal/values"
 )
@@ -54,9 +55,9 @@ image of CAPD machines.`,
 			}
 			for _, u := range uses {
 				if output == "wide" {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", u.Image, strings.Join(u.Users, ", "))
+					fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", termtext.Line(u.Image), termtext.Line(strings.Join(u.Users, ", ")))
 				} else {
-					fmt.Fprintln(cmd.OutOrStdout(), u.Image)
+					fmt.Fprintln(cmd.OutOrStdout(), termtext.Line(u.Image))
 				}
 			}
 			return nil

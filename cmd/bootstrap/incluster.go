@@ -20,6 +20,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/copyvalues"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/pivot"
+	"cluster-init.dev/cluster-init/internal/termtext"
 )
 
 // inClusterFlags are the flags of the commands that run in a Job of the bootstrap cluster.
@@ -86,7 +87,7 @@ func newCopyValuesCommand() *cobra.Command {
 			}
 			applied, err := copyvalues.Run(ctx, here, management, f.namespace)
 			for _, a := range applied {
-				fmt.Fprintln(cmd.OutOrStdout(), a)
+				fmt.Fprintln(cmd.OutOrStdout(), termtext.Line(a))
 			}
 			return err
 		},
@@ -121,7 +122,7 @@ func newPivotCommand() *cobra.Command {
 				Cluster:   clusterName,
 				WorkDir:   work,
 				Log: func(format string, a ...any) {
-					fmt.Fprintf(out, "%s %s\n", time.Now().Format(time.RFC3339), fmt.Sprintf(format, a...))
+					fmt.Fprintf(out, "%s %s\n", time.Now().Format(time.RFC3339), termtext.Line(fmt.Sprintf(format, a...)))
 				},
 			}
 			if failOnceAfter != "" {

@@ -21,6 +21,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/secrets"
 	"cluster-init.dev/cluster-init/internal/standalone"
 	"cluster-init.dev/cluster-init/internal/statedir"
+	"cluster-init.dev/cluster-init/internal/termtext"
 )
 
 // standaloneKey is the age key of standalone states: the user's (--age-key-file,
@@ -224,7 +225,7 @@ cluster-init's own, see list) as well.`,
 			if err := atomicfile.Write(out, buf.Bytes(), 0o600); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "exported the state of standalone cluster %s (%d files) to %s; its secrets are encrypted to %s: keep that key too, it is not in the file\n", st.Cluster, n, out, st.Recipient)
+			fmt.Fprintf(cmd.OutOrStdout(), "exported the state of standalone cluster %s (%d files) to %s; its secrets are encrypted to %s: keep that key too, it is not in the file\n", termtext.Line(st.Cluster), n, out, termtext.Line(st.Recipient))
 			return nil
 		},
 	}
@@ -251,7 +252,7 @@ cluster-init's own, see list) as well.`,
 			if err != nil {
 				return fmt.Errorf("import %s: %w", args[0], err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "imported standalone cluster %s of environment %s into %s\n", st.Cluster, st.Environment, d.Path)
+			fmt.Fprintf(cmd.OutOrStdout(), "imported standalone cluster %s of environment %s into %s\n", termtext.Line(st.Cluster), termtext.Line(st.Environment), termtext.Line(d.Path))
 			return nil
 		},
 	}
@@ -259,6 +260,8 @@ cluster-init's own, see list) as well.`,
 	return cmd
 }
 
+// writeStandaloneList prints the states as a table; a state is a file (an imported one was
+// written elsewhere), each of its values escaped in its cell.
 func writeStandaloneList(w io.Writer, stateDir statedir.Dir, entries []standalone.Entry) error {
 	if len(entries) == 0 {
 		fmt.Fprintf(w, "no standalone clusters (states in %s)\n", stateDir.Standalone())
@@ -269,7 +272,7 @@ func writeStandaloneList(w io.Writer, stateDir statedir.Dir, entries []standalon
 	fmt.Fprintln(tw, "ENVIRONMENT\tCLUSTER\tPROVIDERS\tKUBERNETES\tCONTROL PLANE\tWORKERS\tUPDATED\tSTATE")
 	for _, e := range entries {
 		if e.Err != nil {
-			fmt.Fprintf(tw, "%s\t\t\t\t\t\t\tunreadable: %v\n", e.Dir.Environment, e.Err)
+			fmt.Fprintf(tw, "%s\t\t\t\t\t\t\tunreadable: %s\n", termtext.Line(e.Dir.Environment), termtext.Line(e.Err.Error()))
 			continue
 		}
 		st := e.State
@@ -280,8 +283,8 @@ func writeStandaloneList(w io.Writer, stateDir statedir.Dir, entries []standalon
 		if up, _ := kind.Exists(st.BootstrapCluster.Name); up {
 			status += "; temporary management cluster " + st.BootstrapCluster.Name + " running"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s-%s\t%s\t%d\t%d\t%s\t%s\n", st.Environment, st.Cluster, st.Bootstrap, st.Infrastructure,
-			st.KubernetesVersion, st.ControlPlane, st.Workers, st.Updated.Local().Format(time.DateTime), status)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", termtext.Line(st.Environment), termtext.Line(st.Cluster), termtext.Line(st.Bootstrap+"-"+st.Infrastructure),
+			termtext.Line(st.KubernetesVersion), st.ControlPlane, st.Workers, st.Updated.Local().Format(time.DateTime), termtext.Line(status))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -20,6 +20,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/placement"
 	"cluster-init.dev/cluster-init/internal/progress"
 	"cluster-init.dev/cluster-init/internal/revisions"
+	"cluster-init.dev/cluster-init/internal/termtext"
 	"cluster-init.dev/cluster-init/internal/values"
 )
 
@@ -214,7 +215,8 @@ func (w *workspace) statusClusters(v values.Settings, kubeconfig, kubeContext st
 	return clusters, nil
 }
 
-// writeApplications prints each application with its summed state and every cluster it is on.
+// writeApplications prints each application with its summed state and every cluster it is on;
+// each line escaped whole: most of it is the tenants' text.
 func writeApplications(w io.Writer, apps []appsv1.Application, revs map[string]map[string]revisions.Revision) {
 	if len(apps) == 0 {
 		return
@@ -228,7 +230,7 @@ func writeApplications(w io.Writer, apps []appsv1.Application, revs map[string]m
 				state = "Ready, " + state
 			}
 		}
-		fmt.Fprintf(w, "  %s/%s: %s\n", a.Namespace, a.Name, state)
+		fmt.Fprintf(w, "  %s\n", termtext.Line(fmt.Sprintf("%s/%s: %s", a.Namespace, a.Name, state)))
 		for _, p := range a.Status.Placements {
 			line := fmt.Sprintf("    %s: %s", p.Cluster, p.State)
 			if p.Message != "" {
@@ -237,7 +239,7 @@ func writeApplications(w io.Writer, apps []appsv1.Application, revs map[string]m
 			if rev := revs[a.Namespace+"/"+a.Name][p.Cluster].String(); rev != "" {
 				line += ", commit " + rev
 			}
-			fmt.Fprintln(w, line)
+			fmt.Fprintln(w, termtext.Line(line))
 		}
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"path"
@@ -18,6 +17,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/standalone"
+	"cluster-init.dev/cluster-init/internal/termtext"
 	"cluster-init.dev/cluster-init/internal/upgrades"
 	"cluster-init.dev/cluster-init/internal/validate"
 )
@@ -86,9 +86,7 @@ It changes nothing.`,
 				return err
 			}
 			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(plan)
+				return termtext.WriteJSON(cmd.OutOrStdout(), plan, "  ")
 			}
 			writePlan(cmd.OutOrStdout(), fmt.Sprintf("%s, %s cluster (%s)", w.env.Name, c.Name, c.Config.Host), plan)
 			return nil
@@ -177,9 +175,9 @@ func (w *workspace) upgradePlan(ctx context.Context, c *kube.Cluster, management
 	return upgrades.Plan{Clusters: clusters, Components: components}, nil
 }
 
-// writePlan prints a plan as two tables.
+// writePlan prints a plan as two tables; what comes from the cluster is escaped in its cell.
 func writePlan(out io.Writer, title string, p upgrades.Plan) {
-	fmt.Fprintf(out, "%s\n\nClusters:\n", title)
+	fmt.Fprintf(out, "%s\n\nClusters:\n", termtext.Line(title))
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  CLUSTER\tCONTROL PLANE\tWORKERS\tASKED\tBY\tSTEP")
 	for _, c := range p.Clusters {
@@ -191,7 +189,8 @@ func writePlan(out io.Writer, title string, p upgrades.Plan) {
 		if c.Reason != "" {
 			step += ": " + c.Reason
 		}
-		fmt.Fprintf(tw, "  %s/%s\t%s\t%s\t%s\t%s\t%s\n", c.Namespace, c.Name, orDash(cp), orDash(strings.Join(c.Workers, ",")), orDash(c.Asked), c.AskedBy, step)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", termtext.Line(c.Namespace+"/"+c.Name), termtext.Line(orDash(cp)), termtext.Line(orDash(strings.Join(c.Workers, ","))),
+			termtext.Line(orDash(c.Asked)), termtext.Line(c.AskedBy), termtext.Line(step))
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(out, "\nComponents:\n")
@@ -202,7 +201,8 @@ func writePlan(out io.Writer, title string, p upgrades.Plan) {
 		if c.Reason != "" {
 			step += ": " + c.Reason
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Unit, orDash(c.Deployment), orDash(shortImages(c.Running)), orDash(shortImages(c.Checkout)), step)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", termtext.Line(c.Unit), termtext.Line(orDash(c.Deployment)), termtext.Line(orDash(shortImages(c.Running))),
+			termtext.Line(orDash(shortImages(c.Checkout))), termtext.Line(step))
 	}
 	_ = tw.Flush()
 }

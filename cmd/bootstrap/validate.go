@@ -16,6 +16,7 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/environment"
 	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/termtext"
 	"cluster-init.dev/cluster-init/internal/validate"
 	"cluster-init.dev/cluster-init/internal/versions"
 )
@@ -149,14 +150,14 @@ func (g *globals) validateEnvironment(ctx context.Context, out io.Writer, r *ren
 	reports, err := shared.EnvironmentAs(ctx, r, w.root, w.renderOptions(""), targets, checkouts)
 	for _, r := range reports {
 		if r.Unread != "" {
-			fmt.Fprintf(out, "%s: %s: %s\n", w.env.Name, r.Target, r.Unread)
+			fmt.Fprintf(out, "%s: %s: %s\n", termtext.Line(w.env.Name), r.Target, termtext.Line(r.Unread))
 			continue
 		}
 		verdict := "valid"
 		if r.Problems > 0 {
 			verdict = fmt.Sprintf("INVALID (%d problems, below)", r.Problems)
 		}
-		fmt.Fprintf(out, "%s: %s: %d units, %d objects %s\n", w.env.Name, r.Target, r.Units, r.Objects, verdict)
+		fmt.Fprintf(out, "%s: %s: %d units, %d objects %s\n", termtext.Line(w.env.Name), r.Target, r.Units, r.Objects, verdict)
 	}
 	if err != nil {
 		return fmt.Errorf("environment %s is invalid:\n%w", w.env.Name, err)

@@ -19,6 +19,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/progress"
 	"cluster-init.dev/cluster-init/internal/reconcileerrors"
 	"cluster-init.dev/cluster-init/internal/redact"
+	"cluster-init.dev/cluster-init/internal/termtext"
 	"cluster-init.dev/cluster-init/internal/units"
 	"cluster-init.dev/cluster-init/internal/values"
 )
@@ -117,7 +118,7 @@ func conclude(ctx context.Context, s *session, bc *bootstrapCluster, v values.Se
 	snap := s.result.Units
 	var text string
 	if snap.Graph == nil {
-		text = "the cluster-init release did not render its units: " + snap.Release
+		text = "the cluster-init release did not render its units: " + termtext.Line(snap.Release)
 	} else {
 		c := progress.Conclude(snap)
 		explainCluster(ctx, bc.cluster, v.Cluster.Name, snap.Graph, &c)
@@ -172,10 +173,10 @@ func collectDiagnostics(ctx context.Context, s *session, conclusion string, clus
 		r = redact.New(s.opts.Env.SecretValues(s.opts.Overrides...)...)
 	}
 	b := diagnostics.New(r)
-	b.Add("conclusion.txt", []byte(conclusion+"\n"))
+	b.AddText("conclusion.txt", conclusion)
 	for _, c := range clusters {
 		if err := b.AddCluster(ctx, c); err != nil {
-			b.Add(c.Name+"/error.txt", []byte(err.Error()))
+			b.AddText(c.Name+"/error.txt", err.Error())
 		}
 	}
 	path, err := b.Write(s.opts.StateDir.Diagnostics(), filepath.Base(s.opts.Env.Name))

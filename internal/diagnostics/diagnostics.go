@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -27,6 +28,7 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/redact"
+	"cluster-init.dev/cluster-init/internal/termtext"
 )
 
 // Bundle is a diagnostics tarball being written.
@@ -43,6 +45,13 @@ func New(redactor *redact.Redactor) *Bundle {
 // Add puts a file into the bundle.
 func (b *Bundle) Add(name string, data []byte) {
 	b.files[name] = []byte(b.redactor.String(string(data)))
+}
+
+// AddText puts a file for people to read into the bundle (the conclusion, the Cluster API tree,
+// what could not be read), each line escaped (termtext): it quotes what the clusters hold, and is
+// read on a terminal. The objects and the logs are kept as the cluster gave them.
+func (b *Bundle) AddText(name, text string) {
+	b.Add(name, []byte(strings.Join(termtext.Lines(text), "\n")+"\n"))
 }
 
 // coreKinds are the built-in objects worth reading when a bootstrap is stuck.
@@ -80,7 +89,7 @@ func (b *Bundle) AddCluster(ctx context.Context, c *kube.Cluster) error {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err := c.Client.List(ctx, list); err != nil {
-			b.Add(fmt.Sprintf("%s/errors/%s.txt", c.Name, gvk.Kind), []byte(err.Error()))
+			b.AddText(fmt.Sprintf("%s/errors/%s.txt", c.Name, gvk.Kind), err.Error())
 			continue
 		}
 		if len(list.Items) == 0 {
@@ -92,7 +101,12 @@ func (b *Bundle) AddCluster(ctx context.Context, c *kube.Cluster) error {
 			o.SetManagedFields(nil)
 			data, err := yaml.Marshal(o.Object)
 			if err != nil {
-				continue
+				// YAML refuses the C1 controls and DEL, which a tenant can write into its
+				// objects: such an object is kept as JSON (YAML too), not left out.
+				if data, err = json.Marshal(o.Object); err != nil {
+					continue
+				}
+				data = append(termtext.EscapeJSON(data), '\n')
 			}
 			out.WriteString("---\n")
 			out.Write(data)
@@ -103,7 +117,7 @@ func (b *Bundle) AddCluster(ctx context.Context, c *kube.Cluster) error {
 		}
 		b.Add(fmt.Sprintf("%s/resources/%s.%s.yaml", c.Name, gvk.Kind, group), out.Bytes())
 	}
-	b.Add(c.Name+"/cluster-api-tree.txt", []byte(clusterTree(ctx, c.Client)))
+	b.AddText(c.Name+"/cluster-api-tree.txt", clusterTree(ctx, c.Client))
 	return b.addLogs(ctx, c)
 }
 

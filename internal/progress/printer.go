@@ -2,7 +2,6 @@ package progress
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/mattn/go-runewidth"
 
 	"cluster-init.dev/cluster-init/internal/readiness"
+	"cluster-init.dev/cluster-init/internal/termtext"
 )
 
 // Printer shows a bootstrap as it happens. Printers only print: the state comes from the flow.
@@ -69,7 +69,7 @@ func New(w io.Writer, format Format, size TerminalSize, start time.Time, redact 
 	case Plain:
 		return &plainPrinter{w: w, start: start, now: time.Now, last: map[string]string{}}, nil
 	case JSON:
-		return &jsonPrinter{enc: json.NewEncoder(w), now: time.Now, last: map[string]string{}}, nil
+		return &jsonPrinter{w: w, now: time.Now, last: map[string]string{}}, nil
 	default:
 		return nil, fmt.Errorf("--output: unknown format %q, expected tty, plain or json", format)
 	}
@@ -113,14 +113,16 @@ func sinceColumn(s Snapshot) func(Unit) string {
 }
 
 // unitLines renders the unit tree of a snapshot, with column's time for each unit: one aligned
-// row per unit, the details of a unit that is not ready under its row.
+// row per unit, the details of a unit that is not ready under its row. What comes from the
+// cluster is escaped here, each field on its row (a tab or a newline in a message would break
+// the table).
 func unitLines(s Snapshot, column func(Unit) string) []string {
 	if s.Graph == nil {
-		return []string{"  " + s.Release}
+		return []string{"  " + termtext.Line(s.Release)}
 	}
 	var release []string
 	if s.ReleaseFailing {
-		release = []string{"  " + s.Release}
+		release = []string{"  " + termtext.Line(s.Release)}
 	}
 	byName := map[string]Unit{}
 	for _, u := range s.Units {
@@ -137,14 +139,18 @@ func unitLines(s Snapshot, column func(Unit) string) []string {
 		} else if u.Reason != "" && u.State != readiness.Pending {
 			detail = u.Reason + ": " + u.Message
 		}
+		detail = termtext.Line(detail)
 		if len(detail) > 110 {
-			detail = detail[:107] + "..."
+			if r := []rune(detail); len(r) > 110 {
+				detail = string(r[:107]) + "..."
+			}
 		}
+		name := l.Prefix + termtext.Line(u.Name)
 		if s.Revisions {
-			fmt.Fprintf(tw, "  %s %s\t%s\t%6s\t %s\t %s\n", symbols[u.State], l.Prefix+u.Name, u.State, column(u), orDash(u.Revision.String()), detail)
+			fmt.Fprintf(tw, "  %s %s\t%s\t%6s\t %s\t %s\n", symbols[u.State], name, u.State, column(u), termtext.Line(orDash(u.Revision.String())), detail)
 			continue
 		}
-		fmt.Fprintf(tw, "  %s %s\t%s\t%6s\t %s\n", symbols[u.State], l.Prefix+u.Name, u.State, column(u), detail)
+		fmt.Fprintf(tw, "  %s %s\t%s\t%6s\t %s\n", symbols[u.State], name, u.State, column(u), detail)
 	}
 	_ = tw.Flush()
 	rows := strings.Split(strings.TrimSuffix(table.String(), "\n"), "\n")
@@ -154,7 +160,7 @@ func unitLines(s Snapshot, column func(Unit) string) []string {
 		if u := byName[l.Unit.Name]; u.State != readiness.Ready {
 			indent := strings.Repeat(" ", len([]rune(l.Prefix))+4)
 			for _, d := range u.Details {
-				out = append(out, "  "+indent+d)
+				out = append(out, "  "+indent+termtext.Line(d))
 			}
 		}
 	}
@@ -220,33 +226,19 @@ func fitTerminal(lines []string, size TerminalSize) []string {
 	}
 	out := make([]string, len(lines))
 	for i, l := range lines {
-		out[i] = runewidth.Truncate(oneRow(l), width-1, "…")
+		// Escaped, a line takes one row whatever the cluster wrote into it.
+		out[i] = runewidth.Truncate(termtext.Line(l), width-1, "…")
 	}
 	return out
 }
 
-// oneRow keeps what a line shows on one row: its first line (a condition message may have
-// several), tabs as spaces, no other control characters.
-func oneRow(l string) string {
-	if i := strings.IndexAny(l, "\r\n"); i >= 0 {
-		l = l[:i] + " …"
-	}
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r == '\t':
-			return ' '
-		case r < 0x20 || r == 0x7f:
-			return -1
-		}
-		return r
-	}, l)
-}
-
+// print writes a message above the region; the lines of a multi-line message are indented under
+// its first.
 func (p *ttyPrinter) print(line string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.clear()
-	fmt.Fprintln(p.w, line)
+	fmt.Fprintln(p.w, termtext.Block(line, "    "))
 	p.draw()
 }
 
@@ -292,10 +284,16 @@ type plainPrinter struct {
 	lastSummary time.Time
 }
 
+// line prints a timestamped line; the lines of a multi-line message (a condition's, an error's)
+// are indented under it, past the timestamp.
 func (p *plainPrinter) line(format string, args ...any) {
 	now := p.now()
-	fmt.Fprintf(p.w, "%s +%-6s %s\n", now.Format("15:04:05"), dur(now.Sub(p.start)), fmt.Sprintf(format, args...))
+	fmt.Fprintf(p.w, "%s +%-6s %s\n", now.Format("15:04:05"), dur(now.Sub(p.start)), termtext.Block(fmt.Sprintf(format, args...), plainIndent))
 }
+
+// plainIndent starts the lines that continue a plain line: past its timestamp and elapsed time
+// (17 columns), and deeper than the details of a unit (6 more), the deepest lines of its own.
+const plainIndent = "                         "
 
 func (p *plainPrinter) Phase(name string) { p.line("▶ %s", name) }
 
@@ -395,8 +393,10 @@ func changeKey(u Unit) string {
 	return key
 }
 
+// jsonPrinter writes one JSON event per line, the data as the cluster holds it, escaped for JSON
+// and for a terminal the stream may be shown on (termtext.WriteJSON).
 type jsonPrinter struct {
-	enc  *json.Encoder
+	w    io.Writer
 	now  func() time.Time
 	last map[string]string
 }
@@ -412,7 +412,7 @@ type event struct {
 
 func (p *jsonPrinter) emit(e event) {
 	e.Time = p.now()
-	_ = p.enc.Encode(e)
+	_ = termtext.WriteJSON(p.w, e, "")
 }
 
 func (p *jsonPrinter) Phase(name string) { p.emit(event{Event: "phase", Phase: name}) }
@@ -460,7 +460,7 @@ func (p *jsonPrinter) Summary(phases []Span, total time.Duration, err error) {
 	if err != nil {
 		e.Error = err.Error()
 	}
-	_ = p.enc.Encode(e)
+	_ = termtext.WriteJSON(p.w, e, "")
 }
 
 // writeSummary prints the phases as a table (the error is the caller's to print).
@@ -493,7 +493,7 @@ func WriteStatus(w io.Writer, title string, s Snapshot) {
 	if s.Revisions {
 		legend += "; the commit applied, and the one fetched when it is behind"
 	}
-	fmt.Fprintf(w, "%s: %d/%d units ready (%s)\n", title, ready, total, legend)
+	fmt.Fprintf(w, "%s: %d/%d units ready (%s)\n", termtext.Line(title), ready, total, legend)
 	for _, l := range unitLines(s, sinceColumn(s)) {
 		fmt.Fprintln(w, l)
 	}

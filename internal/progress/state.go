@@ -14,6 +14,7 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/readiness"
 	"cluster-init.dev/cluster-init/internal/revisions"
+	"cluster-init.dev/cluster-init/internal/termtext"
 	"cluster-init.dev/cluster-init/internal/units"
 )
 
@@ -242,7 +243,9 @@ func Conclude(s Snapshot) Conclusion {
 	return c
 }
 
-// String is the conclusion as shown to users.
+// String is the conclusion as shown to users, what came from the cluster escaped (termtext): a
+// unit's message and each detail may span lines, whose continuations are indented deeper than
+// the conclusion's own lines.
 func (c Conclusion) String() string {
 	if len(c.Blocking) == 0 {
 		return "nothing blocks"
@@ -254,25 +257,25 @@ func (c Conclusion) String() string {
 		if u.State == readiness.Failed {
 			verb = "failed"
 		}
-		fmt.Fprintf(&b, "unit %s %s", u.Name, verb)
+		fmt.Fprintf(&b, "unit %s %s", termtext.Line(u.Name), verb)
 		if !u.Started.IsZero() {
 			fmt.Fprintf(&b, " after %s", u.Elapsed(c.At).Round(time.Second))
 		}
 		if u.Reason != "" {
-			fmt.Fprintf(&b, ": %s", u.Reason)
+			fmt.Fprintf(&b, ": %s", termtext.Line(u.Reason))
 		}
 		if u.Message != "" {
-			fmt.Fprintf(&b, ": %s", u.Message)
+			fmt.Fprintf(&b, ": %s", termtext.Block(u.Message, "    "))
 		}
 		b.WriteString("\n")
 		if w := c.Waiting[u.Name]; len(w) > 0 {
-			fmt.Fprintf(&b, "  waiting on it: %s\n", strings.Join(w, ", "))
+			fmt.Fprintf(&b, "  waiting on it: %s\n", termtext.Line(strings.Join(w, ", ")))
 		}
 		for _, d := range u.Details {
-			fmt.Fprintf(&b, "  %s\n", d)
+			fmt.Fprintf(&b, "  %s\n", termtext.Block(d, "      "))
 		}
 		if u.Help != "" {
-			fmt.Fprintf(&b, "  what to look at: %s\n", u.Help)
+			fmt.Fprintf(&b, "  what to look at: %s\n", termtext.Block(u.Help, "    "))
 		}
 	}
 	return strings.TrimRight(b.String(), "\n")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"cluster-init.dev/cluster-init/internal/termtext"
 	"cluster-init.dev/cluster-init/internal/units"
 )
 
@@ -59,7 +60,8 @@ text { font: 12px sans-serif; } .axis { stroke: #ddd; } .heading { font-weight: 
 `))
 
 // WriteTimeline writes an HTML page with one bar per phase and per unit on a time axis, the
-// critical path outlined.
+// critical path outlined. html/template escapes the text for HTML; the control characters it
+// leaves (which XML forbids, and a terminal showing the file acts on) are escaped here.
 func WriteTimeline(w io.Writer, title string, start time.Time, phases []Span, s Snapshot) error {
 	return writeTimeline(w, "html", title, start, phases, s)
 }
@@ -87,6 +89,10 @@ func writeTimeline(w io.Writer, format, title string, start time.Time, phases []
 	for _, n := range cp {
 		critical[n] = true
 	}
+	shownPath := make([]string, len(cp))
+	for i, n := range cp {
+		shownPath[i] = termtext.Line(n)
+	}
 
 	top := 0.0
 	if format == "svg" {
@@ -95,8 +101,8 @@ func writeTimeline(w io.Writer, format, title string, start time.Time, phases []
 	var bars []bar
 	y := top + 10
 	for _, p := range phases {
-		bars = append(bars, bar{Label: "phase: " + p.Name, Class: "phase", X: x(p.Start), W: max(1, x(p.End)-x(p.Start)), Y: y,
-			Title: fmt.Sprintf("%s: %s", p.Name, dur(p.End.Sub(p.Start)))})
+		bars = append(bars, bar{Label: termtext.Line("phase: " + p.Name), Class: "phase", X: x(p.Start), W: max(1, x(p.End)-x(p.Start)), Y: y,
+			Title: termtext.Line(fmt.Sprintf("%s: %s", p.Name, dur(p.End.Sub(p.Start))))})
 		y += rowHeight
 	}
 	for _, u := range s.Units {
@@ -107,8 +113,8 @@ func writeTimeline(w io.Writer, format, title string, start time.Time, phases []
 		if to.IsZero() {
 			to = s.At
 		}
-		bars = append(bars, bar{Label: u.Name, Class: string(u.State), X: x(from), W: max(1, x(to)-x(from)), Y: y, Critical: critical[u.Name],
-			Title: fmt.Sprintf("%s: %s, %s", u.Name, u.State, dur(u.Elapsed(s.At)))})
+		bars = append(bars, bar{Label: termtext.Line(u.Name), Class: string(u.State), X: x(from), W: max(1, x(to)-x(from)), Y: y, Critical: critical[u.Name],
+			Title: termtext.Line(fmt.Sprintf("%s: %s, %s", u.Name, u.State, dur(u.Elapsed(s.At))))})
 		y += rowHeight
 	}
 	type tick struct {
@@ -124,7 +130,7 @@ func writeTimeline(w io.Writer, format, title string, start time.Time, phases []
 		ticks = append(ticks, tick{X: x(start.Add(t)), Label: dur(t)})
 	}
 	return timelineTemplate.ExecuteTemplate(w, format, map[string]any{
-		"Title": title, "Total": dur(total), "Critical": cp, "Bars": bars, "Ticks": ticks,
+		"Title": termtext.Line(title), "Total": dur(total), "Critical": shownPath, "Bars": bars, "Ticks": ticks,
 		"Width": labelWidth + plotWidth + 40, "Height": y + 20, "Top": top, "Heading": format == "svg",
 	})
 }

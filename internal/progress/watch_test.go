@@ -20,6 +20,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/progress"
 	"cluster-init.dev/cluster-init/internal/readiness"
 	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/termtext/termtexttest"
 	"cluster-init.dev/cluster-init/internal/testenv"
 )
 
@@ -249,5 +250,54 @@ func TestStatusNamesTheReleaseThatRefusesACommit(t *testing.T) {
 	setStatus(metav1.ConditionTrue, "UpgradeSucceeded", "Helm upgrade succeeded")
 	if out := look(); strings.Contains(out, "release cluster-init") {
 		t.Errorf("a healed release is still shown:\n%s", out)
+	}
+}
+
+// What a tenant writes into a unit's condition and the release's, read from the API server as
+// status and status --watch read it, reaches the screen escaped.
+func TestStatusAndWatchEscapeWhatTheClusterHolds(t *testing.T) {
+	_, c := bootstrapRelease(t)
+	ctx := t.Context()
+	hostile := termtexttest.Hostile()
+	ks := &kustomizev1.Kustomization{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: "cluster-init", Name: "cert-manager"}, ks); err != nil {
+		t.Fatal(err)
+	}
+	ks.Status.ObservedGeneration = ks.Generation
+	ks.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "ReconciliationFailed", Message: hostile, LastTransitionTime: metav1.Now()}}
+	if err := c.Client.Status().Update(ctx, ks); err != nil {
+		t.Fatal(err)
+	}
+	hr := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: "cluster-init", Name: "cluster-init"}}
+	hr.Spec.Interval = metav1.Duration{Duration: time.Minute}
+	hr.Spec.Chart = &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{Chart: "./charts/cluster-init",
+		SourceRef: helmv2.CrossNamespaceObjectReference{Kind: "GitRepository", Name: "cluster-init"}}}
+	if err := c.Client.Create(ctx, hr); err != nil {
+		t.Fatal(err)
+	}
+	hr.Status.ObservedGeneration = hr.Generation
+	hr.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "UpgradeFailed", Message: hostile, ObservedGeneration: hr.Generation, LastTransitionTime: metav1.Now()}}
+	if err := c.Client.Status().Update(ctx, hr); err != nil {
+		t.Fatal(err)
+	}
+
+	termtexttest.Check(t, "status", statusOf(t, c))
+	obs, err := progress.Source{Cluster: c, Revisions: true}.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := progress.NewTracker(time.Now()).Update(obs, time.Now())
+	if u, _ := snap.Unit("cert-manager"); u.Message != hostile {
+		t.Fatalf("the API server did not keep the message as written: %q", u.Message)
+	}
+	for _, f := range []progress.Format{progress.Plain, progress.TTY} {
+		var out strings.Builder
+		p, err := progress.New(&out, f, func() (int, int) { return 2000, 100 }, time.Now(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Units(snap)
+		p.Close()
+		termtexttest.Check(t, "status --watch -o "+string(f), out.String())
 	}
 }

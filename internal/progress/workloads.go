@@ -21,6 +21,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/readiness"
 	"cluster-init.dev/cluster-init/internal/revisions"
+	"cluster-init.dev/cluster-init/internal/termtext"
 )
 
 // Tenant is what a look at a tenant's namespace finds.
@@ -139,7 +140,8 @@ func observeTenant(ctx context.Context, c client.Reader, rd *revisions.Reader, n
 }
 
 // WriteWorkloadClusters prints the tenants, their workload clusters, the machines and the units
-// of each.
+// of each. Each line is escaped whole (termtext.Line): most of it comes from the tenants'
+// objects.
 func WriteWorkloadClusters(w io.Writer, tenants []Tenant) {
 	if len(tenants) == 0 {
 		return
@@ -150,9 +152,9 @@ func WriteWorkloadClusters(w io.Writer, tenants []Tenant) {
 		if rev := t.Revision.String(); rev != "" {
 			line += " (commit " + rev + ")"
 		}
-		fmt.Fprintln(w, line)
+		fmt.Fprintln(w, termtext.Line(line))
 		if t.Refused != "" {
-			fmt.Fprintf(w, "    ✗ its directory is not applied: %s\n", t.Refused)
+			fmt.Fprintf(w, "    ✗ its directory is not applied: %s\n", termtext.Line(t.Refused))
 		}
 		if len(t.Clusters) == 0 {
 			fmt.Fprintln(w, "    no workload cluster")
@@ -171,7 +173,7 @@ func WriteWorkloadClusters(w io.Writer, tenants []Tenant) {
 					state += ", Available"
 				}
 			}
-			fmt.Fprintf(w, "    %s: %s; %s\n", c.Name, state, c.Release)
+			fmt.Fprintf(w, "    %s\n", termtext.Line(fmt.Sprintf("%s: %s; %s", c.Name, state, c.Release)))
 			if c.Units.Graph == nil {
 				continue
 			}
@@ -184,10 +186,10 @@ func WriteWorkloadClusters(w io.Writer, tenants []Tenant) {
 				}
 				units = append(units, text)
 			}
-			fmt.Fprintf(w, "      units: %s\n", strings.Join(units, ", "))
+			fmt.Fprintf(w, "      units: %s\n", termtext.Line(strings.Join(units, ", ")))
 			if ok, pending := c.Machines.Settled(); !ok && c.Machines.Found {
 				for _, p := range pending {
-					fmt.Fprintf(w, "      %s\n", p)
+					fmt.Fprintf(w, "      %s\n", termtext.Line(p))
 				}
 			}
 		}

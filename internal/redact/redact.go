@@ -1,8 +1,9 @@
 // Package redact hides secret values in everything the tool writes: messages, errors, progress
 // lines, JSON events, rendered manifests and diagnostics. A secret is hidden in the forms it
-// takes on its way out, not only verbatim: quoted as Go and JSON quote it, base64-encoded as in
-// a Secret's data, and, for a multi-line secret (a clouds.yaml), line by line as CI systems mask
-// multi-line secrets, so that a reformatted or escaped copy is hidden too.
+// takes on its way out, not only verbatim: quoted as Go and JSON quote it, escaped as the
+// printers escape it for a terminal, base64-encoded as in a Secret's data, and, for a multi-line
+// secret (a clouds.yaml), line by line as CI systems mask multi-line secrets, so that a
+// reformatted or escaped copy is hidden too.
 package redact
 
 import (
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+
+	"cluster-init.dev/cluster-init/internal/termtext"
 )
 
 // Mask replaces a secret.
@@ -86,6 +89,8 @@ func forms(s string) []string {
 	if j, err := json.Marshal(s); err == nil {
 		out = append(out, string(j[1:len(j)-1]))
 	}
+	// As a printer shows it, escaped for a terminal.
+	out = append(out, termtext.Line(s))
 	out = append(out, base64.StdEncoding.EncodeToString([]byte(s)), base64.RawStdEncoding.EncodeToString([]byte(s)))
 	if strings.Contains(s, "\n") {
 		for _, line := range strings.Split(s, "\n") {

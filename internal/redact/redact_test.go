@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"strings"
 	"testing"
+
+	"cluster-init.dev/cluster-init/internal/termtext"
 )
 
 const cloudsYAML = `clouds:
@@ -48,6 +50,15 @@ func TestEveryFormOfASecretIsHidden(t *testing.T) {
 		if !strings.Contains(got, Mask) {
 			t.Errorf("%s: nothing masked: %s", name, got)
 		}
+	}
+}
+
+// The printers escape what they print (termtext): a secret holding a tab or a newline is hidden
+// in that form too, where the output's writer redacts it.
+func TestASecretEscapedForATerminalIsHidden(t *testing.T) {
+	r := New("tab\tS3CRETpw")
+	if got := r.String(termtext.Line("the value: tab\tS3CRETpw")); strings.Contains(got, "S3CRETpw") {
+		t.Errorf("the escaped secret is shown: %s", got)
 	}
 }
 

@@ -1,12 +1,13 @@
 package units
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"cluster-init.dev/cluster-init/internal/termtext"
 )
 
 func depth(*Unit) float64 { return 1 }
@@ -77,7 +78,7 @@ func (g *Graph) Tree() []TreeLine {
 // WriteTree prints the enabled units as a tree (see Tree), then the disabled units and why, then
 // the critical path.
 func (g *Graph) WriteTree(w io.Writer, title string) error {
-	fmt.Fprintf(w, "%s: %d units enabled, %d disabled\n\n", title, len(g.Order), len(g.Units)-len(g.Order))
+	fmt.Fprintf(w, "%s: %d units enabled, %d disabled\n\n", termtext.Line(title), len(g.Order), len(g.Units)-len(g.Order))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, l := range g.Tree() {
 		extra := ""
@@ -87,7 +88,7 @@ func (g *Graph) WriteTree(w io.Writer, title string) error {
 		if l.Unit.Kubeconfig {
 			extra += " [applied into the new cluster]"
 		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%s%s\n", l.Prefix, l.Unit.Name, l.Unit.Timeout, l.Unit.Description, extra)
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\n", l.Prefix, termtext.Line(l.Unit.Name), termtext.Line(l.Unit.Timeout), termtext.Line(l.Unit.Description+extra))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -102,14 +103,14 @@ func (g *Graph) WriteTree(w io.Writer, title string) error {
 	if len(disabled) > 0 {
 		fmt.Fprintf(w, "\ndisabled:\n")
 		for _, n := range disabled {
-			fmt.Fprintf(tw, "  %s\t%s\n", n, g.Units[n].Reason)
+			fmt.Fprintf(tw, "  %s\t%s\n", termtext.Line(n), termtext.Line(g.Units[n].Reason))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
 	if cp := g.CriticalPath(depth); len(cp) > 0 {
-		fmt.Fprintf(w, "\ncritical path (longest dependency chain, %d units): %s\n", len(cp), strings.Join(cp, " → "))
+		fmt.Fprintf(w, "\ncritical path (longest dependency chain, %d units): %s\n", len(cp), termtext.Line(strings.Join(cp, " → ")))
 	}
 	return nil
 }
@@ -122,11 +123,11 @@ func (g *Graph) WriteMermaid(w io.Writer) error {
 	for i := 1; i < len(cp); i++ {
 		critical[cp[i-1]+">"+cp[i]] = true
 	}
-	id := func(n string) string { return strings.ReplaceAll(n, "-", "_") }
+	id := func(n string) string { return termtext.Line(strings.ReplaceAll(n, "-", "_")) }
 	fmt.Fprintln(w, "flowchart TD")
 	for _, n := range g.Names() {
 		u := g.Units[n]
-		fmt.Fprintf(w, "  %s[\"%s\"]\n", id(n), n)
+		fmt.Fprintf(w, "  %s[\"%s\"]\n", id(n), termtext.Line(n))
 		if !u.Enabled {
 			fmt.Fprintf(w, "  class %s disabled\n", id(n))
 		}
@@ -154,7 +155,5 @@ func (g *Graph) WriteJSON(w io.Writer) error {
 		Order        []string         `json:"order"`
 		CriticalPath []string         `json:"critical_path"`
 	}{g.Context, g.Units, g.Order, g.CriticalPath(depth)}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return termtext.WriteJSON(w, out, "  ")
 }
