@@ -81,6 +81,11 @@ const (
 	TenantRepository   = "tenant"
 	PlatformRepository = "platform"
 
+	// ShardLabel gives a Flux object to a tenants' shard (kustomize-components/flux-shard): the
+	// platform's controllers ignore what carries it. FluxNamespace is where the shards run.
+	ShardLabel    = "sharding.fluxcd.io/key"
+	FluxNamespace = "flux-system"
+
 	PartOfLabel = "app.kubernetes.io/part-of"
 	PartOf      = "cluster-init"
 	// WatchLabel makes helm-controller upgrade a release when a valuesFrom object changes.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
@@ -33,8 +34,12 @@ type Tenant struct {
 	Revision revisions.Revision
 	// Refused is why the platform's gate did not hand the directory's last commit on (a file past
 	// a bound, internal/tenantsources); "" when it did.
-	Refused  string
-	Clusters []WorkloadCluster
+	Refused string
+	// Shard is the tenants' shard that reconciles it; ShardRestarts what of its controllers
+	// restarted (a file that took all of a controller's memory stops its shard only).
+	Shard         string
+	ShardRestarts []string
+	Clusters      []WorkloadCluster
 }
 
 // WorkloadCluster is one workload cluster: its release, its Cluster API cluster and its units.
@@ -62,10 +67,42 @@ func ObserveWorkloadClusters(ctx context.Context, c client.Reader) ([]Tenant, er
 			return err
 		})
 	}
+	var restarts map[string][]string
+	g.Go(func() error {
+		restarts = shardRestarts(ctx, c)
+		return nil
+	})
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	for i := range out {
+		out[i].ShardRestarts = restarts[out[i].Shard]
+	}
 	return out, nil
+}
+
+// shardRestarts says, by shard, which of the shards' controllers restarted and why the last
+// time. A look that may not read the pods of Flux's namespace says nothing of them.
+func shardRestarts(ctx context.Context, c client.Reader) map[string][]string {
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace(names.FluxNamespace), client.HasLabels{names.ShardLabel}); err != nil {
+		return nil
+	}
+	out := map[string][]string{}
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.RestartCount == 0 {
+				continue
+			}
+			note := fmt.Sprintf("%s restarted %d times", strings.TrimSuffix(p.Labels["app"], "-shard"), cs.RestartCount)
+			if last := cs.LastTerminationState.Terminated; last != nil {
+				note += fmt.Sprintf(", last %s (%s ago)", last.Reason, time.Since(last.FinishedAt.Time).Round(time.Second))
+			}
+			shard := p.Labels[names.ShardLabel]
+			out[shard] = append(out[shard], note)
+		}
+	}
+	return out
 }
 
 // observeTenant reads one tenant's namespace: its directory's Kustomization, its workload
@@ -81,6 +118,7 @@ func observeTenant(ctx context.Context, c client.Reader, rd *revisions.Reader, n
 		if err := c.Get(gctx, client.ObjectKey{Namespace: ns, Name: names.TenantKustomization}, ks); err == nil {
 			t.Directory = describeFlux(ks, ks.Spec.Path)
 			t.Revision = rd.Of(gctx, ks)
+			t.Shard = ks.Labels[names.ShardLabel]
 		}
 		return nil
 	})
@@ -155,6 +193,9 @@ func WriteWorkloadClusters(w io.Writer, tenants []Tenant) {
 		fmt.Fprintln(w, termtext.Line(line))
 		if t.Refused != "" {
 			fmt.Fprintf(w, "    ✗ its directory is not applied: %s\n", termtext.Line(t.Refused))
+		}
+		for _, r := range t.ShardRestarts {
+			fmt.Fprintf(w, "    ! its shard %s: %s\n", termtext.Line(t.Shard), termtext.Line(r))
 		}
 		if len(t.Clusters) == 0 {
 			fmt.Fprintln(w, "    no workload cluster")

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"cluster-init.dev/cluster-init/internal/apply"
@@ -89,5 +90,69 @@ func TestStatusFindsEachWorkloadClusterWithItsUnits(t *testing.T) {
 	progress.WriteWorkloadClusters(&out, tenants)
 	if !strings.Contains(out.String(), "s3: Pending, 0/0 machines ready") || strings.Contains(out.String(), "s1-cluster:") {
 		t.Errorf("status of the workload clusters:\n%s", out.String())
+	}
+}
+
+// A tenant whose last commit the platform's gate refused, and whose shard's controller restarted
+// out of memory: status says both under the tenant, and of no other tenant.
+func TestStatusSaysWhyATenantsDirectoryIsNotApplied(t *testing.T) {
+	c := testenv.Start(t, "management")
+	ctx := t.Context()
+	var objs []*unstructured.Unstructured
+	for _, text := range []string{
+		"apiVersion: v1\nkind: Namespace\nmetadata: {name: team-a, labels: {" + names.TenantLabel + ": \"true\"}}\n",
+		"apiVersion: v1\nkind: Namespace\nmetadata: {name: team-b, labels: {" + names.TenantLabel + ": \"true\"}}\n",
+		"apiVersion: v1\nkind: Namespace\nmetadata: {name: flux-system}\n",
+		"apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: workload-clusters, namespace: team-a, labels: {" + names.ShardLabel + ": team-a}}\n" +
+			"spec: {interval: 10m, path: ./x, prune: true, sourceRef: {kind: ExternalArtifact, name: workload-clusters}}\n",
+		"apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: workload-clusters, namespace: team-b, labels: {" + names.ShardLabel + ": team-b}}\n" +
+			"spec: {interval: 10m, path: ./x, prune: true, sourceRef: {kind: ExternalArtifact, name: workload-clusters}}\n",
+		"apiVersion: source.toolkit.fluxcd.io/v1\nkind: ExternalArtifact\nmetadata: {name: workload-clusters, namespace: team-a}\nspec: {}\n",
+		"apiVersion: v1\nkind: Pod\nmetadata: {name: kustomize-controller-team-a-x, namespace: flux-system, labels: {app: kustomize-controller-shard, " + names.ShardLabel + ": team-a}}\n" +
+			"spec: {containers: [{name: manager, image: x}]}\n",
+	} {
+		o := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(text), &o.Object); err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, o)
+	}
+	if _, err := apply.New(c).Apply(ctx, objs); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []struct{ kind, ns, name, status string }{
+		{"ExternalArtifact", "team-a", "workload-clusters", `{"conditions":[{"type":"Ready","status":"False","reason":"ArtifactRefused","message":"revision main@sha1:abc refused: x/bomb.yaml: its YAML aliases expand to more than 100000 values","lastTransitionTime":"2026-11-27T00:00:00Z"}]}`},
+		{"Pod", "flux-system", "kustomize-controller-team-a-x", `{"containerStatuses":[{"name":"manager","image":"x","imageID":"","ready":false,"restartCount":3,"lastState":{"terminated":{"exitCode":137,"reason":"OOMKilled","finishedAt":"2026-11-27T00:00:00Z"}},"state":{"waiting":{"reason":"CrashLoopBackOff"}}}]}`},
+	} {
+		o := &unstructured.Unstructured{}
+		o.SetAPIVersion(map[string]string{"ExternalArtifact": "source.toolkit.fluxcd.io/v1", "Pod": "v1"}[st.kind])
+		o.SetKind(st.kind)
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: st.ns, Name: st.name}, o); err != nil {
+			t.Fatal(err)
+		}
+		var status map[string]any
+		if err := yaml.Unmarshal([]byte(st.status), &status); err != nil {
+			t.Fatal(err)
+		}
+		o.Object["status"] = status
+		if err := c.Client.Status().Update(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tenants, err := progress.ObserveWorkloadClusters(ctx, c.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	progress.WriteWorkloadClusters(&out, tenants)
+	text := out.String()
+	a, b, _ := strings.Cut(text, "tenant team-b")
+	for _, want := range []string{"its directory is not applied: revision main@sha1:abc refused: x/bomb.yaml", "its shard team-a: kustomize-controller restarted 3 times, last OOMKilled"} {
+		if !strings.Contains(a, want) {
+			t.Errorf("team-a's status does not say %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(b, "not applied") || strings.Contains(b, "restarted") {
+		t.Errorf("team-b's status says another tenant's trouble:\n%s", text)
 	}
 }
