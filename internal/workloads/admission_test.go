@@ -186,6 +186,12 @@ func (tb *tenantTestbed) objects(t *testing.T, tc admissionCase) []*unstructured
 	if tc.built {
 		objs = tb.built
 	}
+	if tc.defaulted {
+		objs = nil
+		for _, o := range tb.built {
+			objs = append(objs, withProviderDefaults(o))
+		}
+	}
 	if tc.object != nil {
 		objs = []*unstructured.Unstructured{tc.object()}
 	}
@@ -348,9 +354,10 @@ type admissionCase struct {
 	// the kind named by definition).
 	unit       string
 	definition string
-	// built: everything the builder writes for wl1, as the charts render it.
-	built bool
-	edit  func(o map[string]any)
+	// built: everything the builder writes for wl1, as the charts render it; defaulted: as the
+	// providers' defaulting webhooks then make it, before the policies see it.
+	built, defaulted bool
+	edit             func(o map[string]any)
 	// refused is a part of the API server's answer; empty: admitted.
 	refused string
 }
@@ -385,12 +392,37 @@ func TestTheAPIServerHoldsATenantToItsClusters(t *testing.T) {
 	tb := startTenantTestbed(t)
 	tb.admit(t, tb.casesWith(admissionCases()))
 	tb.keepsTheShardOnUpdate(t)
+	tb.keepsWhatItsControllerSet(t)
 }
 
-// casesWith are cases and one more: what the builder writes for wl1 as the charts render it is
-// admitted.
+// keepsWhatItsControllerSet: an update of the builder's Cluster keeps the endpoint Cluster API
+// set, and may not change it.
+func (tb *tenantTestbed) keepsWhatItsControllerSet(t *testing.T) {
+	t.Helper()
+	var cluster *unstructured.Unstructured
+	for _, d := range tb.definitions {
+		if d.GetKind() == "Cluster" {
+			cluster = d.DeepCopy()
+		}
+	}
+	_ = unstructured.SetNestedMap(cluster.Object, map[string]any{"host": "172.18.0.9", "port": int64(6443)}, "spec", "controlPlaneEndpoint")
+	if err := tb.c.Client.Create(t.Context(), cluster.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.do(t, "update", builderA, cluster.DeepCopy()); err != nil {
+		t.Errorf("Cluster %s updated with the endpoint Cluster API set: %v", cluster.GetName(), err)
+	}
+	_ = unstructured.SetNestedField(cluster.Object, "172.18.0.2", "spec", "controlPlaneEndpoint", "host")
+	if err := tb.do(t, "update", builderA, cluster); err == nil || !strings.Contains(err.Error(), "spec.controlPlaneEndpoint: not a field") {
+		t.Errorf("Cluster %s updated with an endpoint of the build's: %v", cluster.GetName(), err)
+	}
+}
+
+// casesWith are cases and two more: what the builder writes for wl1 as the charts render it is
+// admitted, and so it is once the providers' webhooks defaulted it.
 func (tb *tenantTestbed) casesWith(cases []admissionCase) []admissionCase {
-	return append(cases, admissionCase{name: "everything the builder writes for wl1, as the charts render it", user: builderA, built: true})
+	return append(cases, admissionCase{name: "everything the builder writes for wl1, as the charts render it", user: builderA, built: true},
+		admissionCase{name: "everything the builder writes for wl1, as the providers' webhooks default it", user: builderA, built: true, defaulted: true})
 }
 
 // keepsTheShardOnUpdate: a tenant's release, or a unit of its builder's, may not leave its

@@ -262,3 +262,29 @@ func TestEveryFieldTheChartsDoNotSetIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// withProviderDefaults is obj as the defaulting webhooks of its provider make it before the
+// policies see it (Cluster API v1.14's MachineDeployment and KubeadmControlPlane, CAPRKE2's
+// RKE2ControlPlane and RKE2ConfigTemplate, CAPD's DockerCluster and DevCluster), which no
+// provider runs in these tests.
+func withProviderDefaults(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	o := obj.DeepCopy()
+	set := func(v any, path ...string) { _ = unstructured.SetNestedField(o.Object, v, path...) }
+	switch o.GetKind() {
+	case "MachineDeployment":
+		set(map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxSurge": int64(1), "maxUnavailable": int64(0)}}, "spec", "rollout", "strategy")
+	case "KubeadmControlPlane":
+		set(map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxSurge": int64(1)}}, "spec", "rollout", "strategy")
+	case "RKE2ControlPlane":
+		set("cloud-config", "spec", "agentConfig", "format")
+		set(o.GetNamespace(), "spec", "machineTemplate", "infrastructureRef", "namespace")
+		for _, timeout := range []string{"nodeDrainTimeout", "nodeVolumeDetachTimeout", "nodeDeletionTimeout"} {
+			set("10s", "spec", "machineTemplate", timeout)
+		}
+	case "RKE2ConfigTemplate":
+		set("cloud-config", "spec", "template", "spec", "agentConfig", "format")
+	case "DockerCluster", "DevCluster":
+		set(int64(6443), "spec", "controlPlaneEndpoint", "port")
+	}
+	return o
+}
