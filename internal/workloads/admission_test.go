@@ -393,6 +393,7 @@ func TestTheAPIServerHoldsATenantToItsClusters(t *testing.T) {
 	tb.admit(t, tb.casesWith(admissionCases()))
 	tb.keepsTheShardOnUpdate(t)
 	tb.keepsWhatItsControllerSet(t)
+	tb.refusesEveryOtherField(t)
 }
 
 // keepsWhatItsControllerSet: an update of the builder's Cluster keeps the endpoint Cluster API

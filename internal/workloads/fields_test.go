@@ -1,17 +1,22 @@
 package workloads_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/testenv"
 )
 
 // shardLabel is the label of the Flux controller shard of a tenant's Flux objects.
@@ -213,6 +218,7 @@ func renderSimulatedTenantTestbed(t *testing.T) *tenantTestbed {
 func TestTheAPIServerHoldsAnRKE2TenantsBuildToItsFields(t *testing.T) {
 	tb := renderRKE2TenantTestbed(t).start(t)
 	tb.admit(t, tb.casesWith(nil))
+	tb.refusesEveryOtherField(t)
 }
 
 // builtInTheManagementCluster are the objects of a workload cluster's render that its builder
@@ -287,4 +293,135 @@ func withProviderDefaults(obj *unstructured.Unstructured) *unstructured.Unstruct
 		set(int64(6443), "spec", "controlPlaneEndpoint", "port")
 	}
 	return o
+}
+
+// buildFields are the fields of what the builder writes (charts/workload-clusters/build-fields.yaml):
+// kind -> path -> the keys allowed there.
+func buildFields(t *testing.T) map[string]map[string][]string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.Checkout(t), "charts", "workload-clusters", "build-fields.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]map[string][]string
+	if err := sigsyaml.Unmarshal(data, &fields); err != nil {
+		t.Fatal(err)
+	}
+	return fields
+}
+
+// schemaAt is the schema of the map at path (segments a, a[]) of a CRD's version schema.
+func schemaAt(s *apiextensionsv1.JSONSchemaProps, path string) *apiextensionsv1.JSONSchemaProps {
+	for _, seg := range strings.Split(path, ".") {
+		list := strings.HasSuffix(seg, "[]")
+		p, ok := s.Properties[strings.TrimSuffix(seg, "[]")]
+		if !ok {
+			return nil
+		}
+		s = &p
+		if list {
+			if s.Items == nil || s.Items.Schema == nil {
+				return nil
+			}
+			s = s.Items.Schema
+		}
+	}
+	return s
+}
+
+// sampleOf is a value the schema admits for a field, if a simple one will do.
+func sampleOf(s apiextensionsv1.JSONSchemaProps) (any, bool) {
+	switch {
+	case len(s.Enum) > 0:
+		var v any
+		if json.Unmarshal(s.Enum[0].Raw, &v) != nil {
+			return nil, false
+		}
+		return v, true
+	case s.XIntOrString:
+		return int64(1), true
+	case s.Type == "string" && s.Pattern == "" && s.Format == "" && (s.MinLength == nil || *s.MinLength <= 1):
+		return "x", true
+	case s.Type == "boolean":
+		return true, true
+	case s.Type == "integer" && (s.Minimum == nil || *s.Minimum <= 1) && (s.Maximum == nil || *s.Maximum >= 1):
+		return int64(1), true
+	case s.Type == "object" && len(s.Required) == 0 && s.MinProperties == nil:
+		return map[string]any{}, true
+	case s.Type == "array" && s.MinItems == nil:
+		return []any{}, true
+	}
+	return nil, false
+}
+
+// refusesEveryOtherField: for each map of fields of what the builder writes, every field of the
+// kind's schema there that the charts do not set, given a value the schema admits, is refused by
+// the API server, and by validate's evaluation naming the build policy's reason.
+func (tb *tenantTestbed) refusesEveryOtherField(t *testing.T) {
+	t.Helper()
+	fields := buildFields(t)
+	schemas := map[string]*apiextensionsv1.JSONSchemaProps{}
+	for _, crd := range testenv.CRDs(t) {
+		for _, v := range crd.Spec.Versions {
+			schemas[crd.Spec.Group+"/"+v.Name+"/"+crd.Spec.Names.Kind] = v.Schema.OpenAPIV3Schema
+		}
+	}
+	pols := tb.compiled(t)
+	attacks := 0
+	for _, o := range tb.built {
+		schema := schemas[o.GetAPIVersion()+"/"+o.GetKind()]
+		if schema == nil {
+			continue // Secrets and ConfigMaps: no schema of fields
+		}
+		for path, allowed := range fields[o.GetKind()] {
+			at := schemaAt(schema, path)
+			if at == nil || !hasPath(o.Object, path) {
+				continue
+			}
+			for field, fs := range at.Properties {
+				value, ok := sampleOf(fs)
+				if slices.Contains(allowed, field) || !ok {
+					continue
+				}
+				attacks++
+				obj := o.DeepCopy()
+				setAt(obj.Object, path+"."+field, value)
+				want := path + "." + field + ": not a field a workload cluster's unit sets"
+				if off := strings.Join(tb.offline(t, pols, builderA, obj), "\n"); !strings.Contains(off, want) {
+					t.Errorf("%s %s with %s.%s: validate answers %q, want %q", obj.GetKind(), obj.GetName(), path, field, off, want)
+				}
+				if err := tb.create(t, builderA, obj); err == nil {
+					t.Errorf("%s %s with %s.%s admitted", obj.GetKind(), obj.GetName(), path, field)
+				}
+			}
+		}
+	}
+	if attacks < 50 {
+		t.Errorf("only %d fields of the schemas attacked", attacks)
+	}
+	t.Logf("%d fields the charts do not set, each refused", attacks)
+}
+
+// hasPath: obj has a map at path (segments a, a[]: the first item).
+func hasPath(obj map[string]any, path string) bool {
+	var cur any = obj
+	for _, seg := range strings.Split(path, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return false
+		}
+		if strings.HasSuffix(seg, "[]") {
+			l, ok := m[strings.TrimSuffix(seg, "[]")].([]any)
+			if !ok || len(l) == 0 {
+				return false
+			}
+			cur = l[0]
+			continue
+		}
+		if cur, ok = m[seg]; !ok {
+			return false
+		}
+	}
+	_, ok := cur.(map[string]any)
+	return ok
 }

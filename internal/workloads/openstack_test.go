@@ -180,6 +180,7 @@ func capoAdmissionCases() []admissionCase {
 func TestTheAPIServerHoldsATenantOnOpenStackToThePlatformsCloud(t *testing.T) {
 	tb := renderCAPOTenantTestbed(t).start(t)
 	tb.admit(t, tb.casesWith(capoAdmissionCases()))
+	tb.refusesEveryOtherField(t)
 	// team-os's clusters, on its own project and network, are admitted with its settings.
 	repo := writeRepository(t, map[string]string{"clusters/management/team-os/os-one/cluster.yaml": inTenant(wl1WithoutProviders(t, "os-one"), "team-os")})
 	p, err := workloads.Read(t.Context(), repo, tb.mgmt, nil)
