@@ -78,6 +78,16 @@ func Start(t testing.TB, name string) *kube.Cluster {
 	return c
 }
 
+// CRDs are the CRDs every test cluster gets, as it gets them.
+func CRDs(t testing.TB) []*apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	root, err := checkout.Root(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return crds(t, root)
+}
+
 // crds reads the vendored CRDs. Conversion webhooks are dropped: no provider runs here, and the
 // tests only use storage versions.
 func crds(t testing.TB, root string) []*apiextensionsv1.CustomResourceDefinition {

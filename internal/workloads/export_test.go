@@ -12,6 +12,10 @@ func (p *policy) Admit(obj *unstructured.Unstructured, namespace, user string, p
 	return p.admit(obj, namespace, user, params)
 }
 
+func (p *policy) AdmitRequest(operation string, obj, old *unstructured.Unstructured, namespace, user string, params *unstructured.Unstructured) ([]string, error) {
+	return p.admitRequest(operation, obj, old, namespace, user, params)
+}
+
 func (p *policy) Validations() int { return len(p.validations) }
 
 // Without is the policy less its validation i.

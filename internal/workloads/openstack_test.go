@@ -166,9 +166,9 @@ func capoAdmissionCases() []admissionCase {
 		// The bootstrap controllers read a Secret named in a machine's configuration with their
 		// own rights, and write it onto the tenant's machines.
 		{name: "a control plane file from the cloud's credentials", user: builderA, definition: "KubeadmControlPlane", edit: set("spec.kubeadmConfigSpec.files", []any{map[string]any{
-			"path": "/etc/clouds.yaml", "contentFrom": map[string]any{"secret": map[string]any{"name": names.TenantCloudCredentialsSecret, "key": "clouds.yaml"}}}}), refused: "written out in full"},
+			"path": "/etc/clouds.yaml", "contentFrom": map[string]any{"secret": map[string]any{"name": names.TenantCloudCredentialsSecret, "key": "clouds.yaml"}}}}), refused: "spec.kubeadmConfigSpec.files[].contentFrom: not a field"},
 		{name: "a worker's password from the cloud's credentials", user: builderA, definition: "KubeadmConfigTemplate", edit: set("spec.template.spec.users", []any{map[string]any{
-			"name": "x", "passwdFrom": map[string]any{"secret": map[string]any{"name": names.TenantCloudCredentialsSecret, "key": "clouds.yaml"}}}}), refused: "written out in full"},
+			"name": "x", "passwdFrom": map[string]any{"secret": map[string]any{"name": names.TenantCloudCredentialsSecret, "key": "clouds.yaml"}}}}), refused: "spec.template.spec.users: not a field"},
 		{name: "an API server environment from the cloud's credentials", user: builderA, definition: "KubeadmControlPlane", edit: set("spec.kubeadmConfigSpec.clusterConfiguration.apiServer.extraEnvs", []any{map[string]any{
 			"name": "CLOUDS", "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": names.TenantCloudCredentialsSecret, "key": "clouds.yaml"}}}}), refused: "extraEnvs"},
 	}
@@ -179,9 +179,10 @@ func capoAdmissionCases() []admissionCase {
 // change, and neither the tenant's account nor its people read it.
 func TestTheAPIServerHoldsATenantOnOpenStackToThePlatformsCloud(t *testing.T) {
 	tb := renderCAPOTenantTestbed(t).start(t)
-	tb.admit(t, capoAdmissionCases())
+	tb.admit(t, tb.casesWith(capoAdmissionCases()))
+	tb.refusesEveryOtherField(t)
 	// team-os's clusters, on its own project and network, are admitted with its settings.
-	repo := writeRepository(t, map[string]string{"clusters/management/team-os/os-one/cluster.yaml": wl1WithoutProviders(t, "os-one")})
+	repo := writeRepository(t, map[string]string{"clusters/management/team-os/os-one/cluster.yaml": inTenant(wl1WithoutProviders(t, "os-one"), "team-os")})
 	p, err := workloads.Read(t.Context(), repo, tb.mgmt, nil)
 	if err != nil || len(p.Clusters) != 1 {
 		t.Fatalf("team-os's cluster: %v %v", p, err)
@@ -195,8 +196,7 @@ func TestTheAPIServerHoldsATenantOnOpenStackToThePlatformsCloud(t *testing.T) {
 		if o.Release == nil || o.Release.Name != "os-one-cluster" {
 			continue
 		}
-		obj := o.Object.DeepCopy()
-		obj.SetNamespace("team-os")
+		obj := asApplied(o, "os-one", "team-os")
 		if err := tb.create(t, builderOS, obj); err != nil {
 			t.Errorf("team-os's %s %s refused: %v", obj.GetKind(), obj.GetName(), err)
 		}

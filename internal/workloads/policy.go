@@ -117,13 +117,25 @@ func str(m map[string]any, key string) string {
 // admit returns the messages of the validations obj fails, applied in namespace by user, with the
 // tenant's parameters (a ConfigMap); nothing when the policy does not match the request.
 func (p *policy) admit(obj *unstructured.Unstructured, namespace, user string, params *unstructured.Unstructured) ([]string, error) {
-	request := map[string]any{"namespace": namespace, "operation": "CREATE", "userInfo": map[string]any{"username": user}}
-	var paramsVal any
+	return p.admitRequest("CREATE", obj, nil, namespace, user, params)
+}
+
+// admitRequest is admit for an operation (CREATE, UPDATE or DELETE) of obj, which was old (nil for
+// a creation; obj is nil for a deletion).
+func (p *policy) admitRequest(operation string, obj, old *unstructured.Unstructured, namespace, user string, params *unstructured.Unstructured) ([]string, error) {
+	request := map[string]any{"namespace": namespace, "operation": operation, "userInfo": map[string]any{"username": user}}
+	var paramsVal, objVal, oldVal any
 	if params != nil {
 		paramsVal = params.Object
 	}
+	if obj != nil {
+		objVal = obj.Object
+	}
+	if old != nil {
+		oldVal = old.Object
+	}
 	vars := map[string]any{}
-	activation := map[string]any{"object": obj.Object, "oldObject": nil, "params": paramsVal, "request": request, "variables": vars}
+	activation := map[string]any{"object": objVal, "oldObject": oldVal, "params": paramsVal, "request": request, "variables": vars}
 	for _, m := range p.matches {
 		out, _, err := m.Eval(activation)
 		if err != nil {

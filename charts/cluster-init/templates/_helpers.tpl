@@ -178,6 +178,17 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
 {{/*
+cluster-init.shardLabel: the label of a Flux object of a workload cluster's release: its tenant's
+Flux controller shard (flux_shard), so that neither the platform's controllers nor another tenant's
+reconcile it; nothing in the other contexts, or without a shard.
+*/}}
+{{- define "cluster-init.shardLabel" -}}
+{{- if and (eq .Values.context "workload") .Values.flux_shard -}}
+sharding.fluxcd.io/key: {{ .Values.flux_shard | quote }}
+{{- end -}}
+{{- end -}}
+
+{{/*
 cluster-init.clusterHelp: what to look at when the cluster unit blocks, for the providers and
 values the release renders with: where the machines get what they need, and the values that
 change it.

@@ -45,6 +45,7 @@ metadata:
   labels:
     {{- include "cluster-init.labels" $root | nindent 4 }}
     cluster-init.dev/unit: {{ $name | quote }}
+    {{- include "cluster-init.shardLabel" $root | nindent 4 }}
   annotations:
     cluster-init.dev/description: {{ $g.description | quote }}
 spec:
@@ -148,6 +149,9 @@ $graphUnit). Output: JSON {path, targetNamespace, patches, healthCheck}.
 {{- $hr = mergeOverwrite $hr (omit $hrs "chart" "values") -}}
 {{- $_ := set $hr "values" (mergeOverwrite $values ($hrs.values | default dict)) -}}
 {{- $patch := list (dict "op" "replace" "path" "/metadata/name" "value" $object) (dict "op" "replace" "path" "/spec" "value" $hr) -}}
+{{- with include "cluster-init.shardLabel" $root -}}
+  {{- $patch = append $patch (dict "op" "add" "path" "/metadata/labels" "value" (fromYaml .)) -}}
+{{- end -}}
 {{- dict
       "path" "./kustomize-components/helmrelease-unit"
       "targetNamespace" $ns

@@ -166,6 +166,51 @@ Input: (list $path $value). $path is a CEL expression (object.spec.chart).
 {{- end -}}
 
 {{/*
+workload-clusters.celStrayFields: a CEL expression, the list of the keys under a path of an object
+that are not among the keys allowed there, each named by its path ("spec.patches[].target.x").
+Input: (list $expr $segments $keys $prefix $depth): $expr the CEL expression of the object,
+$segments the path's segments below it (a field "a", every item of a list "a[]", every value of a
+map "a{}"), $keys the keys allowed at the end of the path, $prefix a CEL string expression of the
+path so far, $depth the nesting depth (names the comprehension variables apart).
+*/}}
+{{- define "workload-clusters.celStrayFields" -}}
+{{- $e := index . 0 -}}
+{{- $segs := index . 1 -}}
+{{- $keys := index . 2 -}}
+{{- $prefix := index . 3 -}}
+{{- $d := index . 4 -}}
+{{- if not $segs -}}
+  {{- $k := printf "k%d" $d -}}
+  {{- printf "%s.filter(%s, !(%s in %s)).map(%s, %s + %s)" $e $k $k (toJson $keys) $k $prefix $k -}}
+{{- else -}}
+  {{- $seg := first $segs -}}
+  {{- $v := printf "v%d" $d -}}
+  {{- if hasSuffix "[]" $seg -}}
+    {{- $f := printf "%s.%s" $e (trimSuffix "[]" $seg) -}}
+    {{- $inner := include "workload-clusters.celStrayFields" (list $v (rest $segs) $keys (printf "%s + '%s.'" $prefix $seg) (add1 $d)) -}}
+    {{- printf "(has(%s) ? %s.map(%s, %s).flatten() : [])" $f $f $v $inner -}}
+  {{- else if hasSuffix "{}" $seg -}}
+    {{- $f := printf "%s.%s" $e (trimSuffix "{}" $seg) -}}
+    {{- $inner := include "workload-clusters.celStrayFields" (list (printf "%s[%s]" $f $v) (rest $segs) $keys (printf "%s + '%s.' + %s + '.'" $prefix (trimSuffix "{}" $seg) $v) (add1 $d)) -}}
+    {{- printf "(has(%s) ? %s.map(%s, %s).flatten() : [])" $f $f $v $inner -}}
+  {{- else -}}
+    {{- $f := printf "%s.%s" $e $seg -}}
+    {{- $inner := include "workload-clusters.celStrayFields" (list $f (rest $segs) $keys (printf "%s + '%s.'" $prefix $seg) $d) -}}
+    {{- printf "(has(%s) ? %s : [])" $f $inner -}}
+  {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+workload-clusters.celPlatformKey: a CEL expression that holds when the label or annotation key $k
+is the platform's: cluster-init.dev/… or any subdomain of it (apps.cluster-init.dev/…), which
+the platform's controllers select on or trust. Input: the CEL expression of the key.
+*/}}
+{{- define "workload-clusters.celPlatformKey" -}}
+{{- printf "%s.matches('^([a-z0-9.-]*[.])?cluster-init[.]dev/')" . -}}
+{{- end -}}
+
+{{/*
 workload-clusters.sourceName: the GitRepository, in the platform's namespace, of a tenant's
 directory. Input: the tenant's namespace.
 */}}
