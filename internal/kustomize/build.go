@@ -1,7 +1,8 @@
 // Package kustomize builds Flux Kustomizations offline with the code kustomize-controller runs:
 // fluxcd/pkg/kustomize generates the overlay from the Kustomization's spec (patches, images,
 // components, targetNamespace, ...), krusty builds it with the controller's options on the
-// controller's secure filesystem, and fluxcd/pkg/kustomize applies the postBuild substitutions.
+// controller's secure filesystem, fluxcd/pkg/kustomize applies the postBuild substitutions, and
+// fluxcd/pkg/ssa the commonMetadata, as the controller does before it applies.
 //
 // A Builder builds against one source tree. Unlike the controller it never writes into that tree
 // (the generated kustomization.yaml lives in an in-memory layer over it, flux's own
@@ -24,6 +25,7 @@ import (
 	securejoin "github.com/cyphar/filepath-securejoin"
 	fluxkustomize "github.com/fluxcd/pkg/kustomize"
 	fluxfs "github.com/fluxcd/pkg/kustomize/filesys"
+	ssautil "github.com/fluxcd/pkg/ssa/utils"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/konfig"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -212,6 +214,12 @@ func (b *Builder) build(ctx context.Context, ks *unstructured.Unstructured) ([]*
 			return nil, fmt.Errorf("kustomization %s: %s/%s: %w", ks.GetName(), res.GetKind(), res.GetName(), err)
 		}
 		out = append(out, obj)
+	}
+	// What the controller sets on every object it applies (a tenant's shard label, among others).
+	labels, _, _ := unstructured.NestedStringMap(ks.Object, "spec", "commonMetadata", "labels")
+	annotations, _, _ := unstructured.NestedStringMap(ks.Object, "spec", "commonMetadata", "annotations")
+	if len(labels) > 0 || len(annotations) > 0 {
+		ssautil.SetCommonMetadata(out, labels, annotations)
 	}
 	return out, nil
 }

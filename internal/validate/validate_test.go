@@ -123,7 +123,7 @@ func TestWorkloadClustersOfTheCheckoutAreValidated(t *testing.T) {
 	}
 	git := map[string]any{"type": "git", "url": "http://git.test/r.git", "ref": map[string]any{"branch": "main"}, "environment": "environment-values/kubeadm-capd"}
 	reports, err := validate.Environment(t.Context(), r, repo, render.Options{Env: testenv.Environment(t, root, "kubeadm-capd"), Source: git})
-	if err == nil || !strings.Contains(err.Error(), "clusters/management/workload-clusters/bad-values/cluster.yaml:11: cluster.workers.replicas") {
+	if err == nil || !strings.Contains(err.Error(), "clusters/management/workload-clusters/bad-values/cluster.yaml:10: cluster.workers.replicas") {
 		t.Fatalf("bad workload values: %v", err)
 	}
 	if strings.Count(err.Error(), "\n") > 0 {
@@ -256,7 +256,7 @@ func TestATenantsOwnRepositoryIsValidatedFromItsCheckout(t *testing.T) {
 	}
 
 	_, err = validate.EnvironmentAs(t.Context(), r, platform, opts, validate.Targets(), map[string]string{"team-c": tenant})
-	if err == nil || !strings.Contains(err.Error(), "bad-values/cluster.yaml:11: cluster.workers.replicas") {
+	if err == nil || !strings.Contains(err.Error(), "bad-values/cluster.yaml:10: cluster.workers.replicas") {
 		t.Fatalf("team-c's bad values: %v", err)
 	}
 	_, err = validate.EnvironmentAs(t.Context(), r, platform, opts, validate.Targets(), map[string]string{"workload-clusters": tenant})

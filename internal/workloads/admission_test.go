@@ -922,7 +922,7 @@ func TestABuildersClusterAsItsChartRendersItIsAdmitted(t *testing.T) {
 	}
 	repo := writeRepository(t, map[string]string{
 		"clusters/management/workload-clusters/wl1/cluster.yaml": string(wl1),
-		"clusters/management/team-sim/sim-one/cluster.yaml":      inTenant(wl1WithoutProviders(t, "sim-one"), "team-sim"),
+		"clusters/management/team-sim/sim-one/cluster.yaml":      wl1WithoutProviders(t, "sim-one"),
 	})
 	p, err := workloads.Read(t.Context(), repo, mgmt, nil)
 	if err != nil {
@@ -1010,6 +1010,10 @@ func TestEveryObjectOfATenantsCommitIsCounted(t *testing.T) {
 		o := tb.release.DeepCopy()
 		o.SetNamespace("team-b")
 		rename(name)(o.Object)
+		// As team-b's Kustomization applies it: in its shard.
+		labels := o.GetLabels()
+		labels[shardLabel] = "team-b"
+		o.SetLabels(labels)
 		return o
 	}
 	for _, name := range []string{"b-one", "b-two"} {

@@ -22,43 +22,7 @@ import (
 // shardLabel is the label of the Flux controller shard of a tenant's Flux objects.
 const shardLabel = "sharding.fluxcd.io/key"
 
-// shardTenants gives the workload clusters of each tenant of a rendered management cluster its
-// Flux shard (flux_shard in the values they share with the management cluster), as the
-// platform is to: the shard of the tenant's parameters.
-func shardTenants(t *testing.T, mgmt *render.Result) {
-	t.Helper()
-	shards := map[string]string{}
-	for _, o := range mgmt.Objects {
-		if o.Object.GetKind() == "ConfigMap" && o.Object.GetName() == names.TenantParamsConfigMap {
-			shard, _, _ := unstructured.NestedString(o.Object.Object, "data", "shard")
-			if shard == "" {
-				t.Fatalf("the parameters of tenant %s name no shard", o.Object.GetNamespace())
-			}
-			shards[o.Object.GetNamespace()] = shard
-		}
-	}
-	for _, o := range mgmt.Objects {
-		if o.Object.GetKind() != "ConfigMap" || o.Object.GetName() != names.TenantPlatformConfigMap {
-			continue
-		}
-		data, _, _ := unstructured.NestedString(o.Object.Object, "data", names.ValuesKey)
-		vals := map[string]any{}
-		if err := sigsyaml.Unmarshal([]byte(data), &vals); err != nil {
-			t.Fatal(err)
-		}
-		vals["flux_shard"] = shards[o.Object.GetNamespace()]
-		out, err := sigsyaml.Marshal(vals)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = unstructured.SetNestedField(o.Object.Object, string(out), "data", names.ValuesKey)
-	}
-}
 
-// inTenant is a tenant's cluster file (testdata's wl1, renamed) in namespace ns: with its shard.
-func inTenant(file, ns string) string {
-	return strings.ReplaceAll(file, shardLabel+": workload-clusters", shardLabel+": "+ns)
-}
 
 // asApplied is a rendered object as its controller writes it into the tenant's namespace ns:
 // without the annotations of this project's render (which no controller writes), with the

@@ -182,7 +182,7 @@ func TestTheAPIServerHoldsATenantOnOpenStackToThePlatformsCloud(t *testing.T) {
 	tb.admit(t, tb.casesWith(capoAdmissionCases()))
 	tb.refusesEveryOtherField(t)
 	// team-os's clusters, on its own project and network, are admitted with its settings.
-	repo := writeRepository(t, map[string]string{"clusters/management/team-os/os-one/cluster.yaml": inTenant(wl1WithoutProviders(t, "os-one"), "team-os")})
+	repo := writeRepository(t, map[string]string{"clusters/management/team-os/os-one/cluster.yaml": wl1WithoutProviders(t, "os-one")})
 	p, err := workloads.Read(t.Context(), repo, tb.mgmt, nil)
 	if err != nil || len(p.Clusters) != 1 {
 		t.Fatalf("team-os's cluster: %v %v", p, err)

@@ -95,7 +95,6 @@ func managementWithSecrets(t *testing.T, env string, credentials map[string]any,
 	if err != nil {
 		t.Fatal(err)
 	}
-	shardTenants(t, mgmt)
 	return mgmt, r
 }
 
