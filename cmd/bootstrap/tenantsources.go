@@ -25,7 +25,7 @@ func newTenantSourcesCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("in-cluster configuration: %w", err)
 			}
-			opts.Bounds = tenantsources.DefaultBounds(tenantManifestCheck)
+			opts.Bounds = tenantsources.DefaultBounds()
 			return tenantsources.Run(ctrl.SetupSignalHandler(), cfg, opts)
 		},
 	}
@@ -37,6 +37,3 @@ func newTenantSourcesCommand() *cobra.Command {
 	_ = cmd.MarkFlagRequired("advertise-url")
 	return cmd
 }
-
-// tenantManifestCheck is a stand-in until the CLI's manifest bounds are shared (see i47-cli-bounds).
-var tenantManifestCheck = func(name string, data []byte) error { return nil }

@@ -9,6 +9,8 @@ import (
 	"io"
 	"path"
 	"strings"
+
+	"cluster-init.dev/cluster-init/internal/boundedfile"
 )
 
 // Bounds are what a tenant's directory may cost the controllers that build it. A directory past
@@ -42,16 +44,6 @@ func refused(format string, a ...any) error { return &RefusedError{Reason: fmt.S
 func IsRefused(err error) bool {
 	var r *RefusedError
 	return errors.As(err, &r)
-}
-
-// isManifest tells whether kustomize-controller reads a file as manifests: it lists the YAML (and
-// JSON) files of a directory that has no kustomization file.
-func isManifest(name string) bool {
-	switch strings.ToLower(path.Ext(name)) {
-	case ".yaml", ".yml", ".json":
-		return true
-	}
-	return false
 }
 
 // Check reads a tenant's artifact (a gzipped tar, as source-controller writes it) within b: only
@@ -105,7 +97,7 @@ func Check(tarball []byte, b Bounds) (Summary, error) {
 			return s, fmt.Errorf("read %s of the artifact: %d bytes, its header says %d", name, len(data), h.Size)
 		}
 		s.Bytes += h.Size
-		if !isManifest(name) {
+		if !boundedfile.IsManifest(name) {
 			continue
 		}
 		s.Manifests++

@@ -59,12 +59,13 @@ func tarball(t *testing.T, entries ...entry) []byte {
 var errBomb = errors.New("bomb.yaml: its YAML aliases expand to more than 100000 values")
 
 func testBounds() Bounds {
-	b := DefaultBounds(func(name string, data []byte) error {
+	b := DefaultBounds()
+	b.CheckManifest = func(name string, data []byte) error {
 		if strings.Contains(string(data), "*a") {
 			return errBomb
 		}
 		return nil
-	})
+	}
 	b.Files, b.FileBytes, b.TotalBytes = 5, 100, 250
 	return b
 }
@@ -126,5 +127,26 @@ func TestAnArchiveThatIsNotOneIsAnErrorNotARefusal(t *testing.T) {
 	_, err := Check([]byte("not gzip"), testBounds())
 	if err == nil || IsRefused(err) {
 		t.Errorf("got %v, want an error of the platform's", err)
+	}
+}
+
+// The gate's bounds are the CLI's for the same files: an alias bomb, a file nested too deep and a
+// file too large are refused by both, naming the file.
+func TestTheGateRefusesWhatValidateRefuses(t *testing.T) {
+	bomb := "a: &a [1,1,1,1,1,1,1,1,1,1]\n"
+	for i, prev := 1, "a"; i <= 6; i++ {
+		name := string(rune('a' + i))
+		bomb += name + ": &" + name + " [*" + prev + ",*" + prev + ",*" + prev + ",*" + prev + ",*" + prev + ",*" + prev + ",*" + prev + ",*" + prev + ",*" + prev + ",*" + prev + "]\n"
+		prev = name
+	}
+	for _, tc := range []struct{ name, data, want string }{
+		{"x/bomb.yaml", bomb, "x/bomb.yaml: "},
+		{"x/deep.yaml", "a: " + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + "\n", "x/deep.yaml: nests deeper"},
+		{"x/big.yaml", "# " + strings.Repeat("x", 300<<10) + "\n", "x/big.yaml: 307203 bytes: expected a file of at most 262144"},
+	} {
+		_, err := Check(tarball(t, entry{name: tc.name, data: tc.data}), DefaultBounds())
+		if !IsRefused(err) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want a refusal saying %q", tc.name, err, tc.want)
+		}
 	}
 }

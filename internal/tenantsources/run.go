@@ -16,19 +16,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"cluster-init.dev/cluster-init/internal/boundedfile"
 	"cluster-init.dev/cluster-init/internal/kube"
 )
 
-// DefaultBounds are the bounds of a tenant's directory: far above a directory of workload
-// clusters (a cluster is a file of about twenty lines), far below what a controller's memory
-// holds. CheckManifest checks each manifest's bytes.
-func DefaultBounds(checkManifest func(name string, data []byte) error) Bounds {
+// DefaultBounds are the bounds of a tenant's directory, the CLI's own for the same files
+// (internal/boundedfile), so that what validate accepts the gate hands on; and its artifact, of
+// at most 8 MiB compressed.
+func DefaultBounds() Bounds {
 	return Bounds{
-		ArtifactBytes: 4 << 20,
-		Files:         1000,
-		FileBytes:     256 << 10,
-		TotalBytes:    16 << 20,
-		CheckManifest: checkManifest,
+		ArtifactBytes: 8 << 20,
+		Files:         boundedfile.MaxTreeFiles,
+		FileBytes:     int64(boundedfile.Manifest.MaxBytes),
+		TotalBytes:    boundedfile.MaxTreeBytes,
+		CheckManifest: boundedfile.CheckManifest,
 	}
 }
 
