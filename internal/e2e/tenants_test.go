@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -200,6 +201,7 @@ func TestAHostileTenantIsRefused(t *testing.T) {
 	units := readyUnits(t, kc)
 	usual := otherTenantsCommit(t, kc, r)
 	t.Logf("another tenant's commit applied in %s (no attack)", usual)
+	t.Logf("the Flux controllers' memory, with b-one: %s", fluxMemory(t, kc))
 
 	for _, h := range hostileCommits() {
 		tenant := h.tenant
@@ -335,6 +337,8 @@ func TestAHostileTenantIsRefused(t *testing.T) {
 		t.Errorf("the default tenant has releases after the refused commits: %s", got)
 	}
 
+	t.Logf("the Flux controllers' memory, after the attacks: %s", fluxMemory(t, kc))
+
 	// A valid cluster, committed next, comes up.
 	t.Logf("push -> wl2 Available: %s", pushCluster(t, kc, r, "clusters/management/workload-clusters", "workload-clusters", "wl2"))
 	// Two cores run four clusters otherwise: wl2 goes as team-c's comes.
@@ -412,6 +416,33 @@ func isolated(t *testing.T, kc string, r *repository, class, controllers string,
 		t.Errorf("%s: bootstrap status printed a control character: %q", class, status)
 	}
 	t.Logf("%-50s isolated: another tenant's commit applied in %s (usually %s), the platform's controllers and units as they were", class, took, usual)
+}
+
+// fluxMemory is the working set of each Flux controller of the management cluster (the
+// platform's and the tenants' shards'), as the kubelets report it.
+func fluxMemory(t *testing.T, kc string) string {
+	t.Helper()
+	var out []string
+	for _, node := range strings.Fields(kubectl(t, kc, "get", "nodes", "-o", "jsonpath={.items[*].metadata.name}")) {
+		var summary struct {
+			Pods []struct {
+				PodRef struct{ Name, Namespace string } `json:"podRef"`
+				Memory struct {
+					WorkingSetBytes uint64 `json:"workingSetBytes"`
+				} `json:"memory"`
+			} `json:"pods"`
+		}
+		if err := json.Unmarshal([]byte(kubectl(t, kc, "get", "--raw", "/api/v1/nodes/"+node+"/proxy/stats/summary")), &summary); err != nil {
+			t.Fatalf("the kubelet's summary of %s: %v", node, err)
+		}
+		for _, p := range summary.Pods {
+			if p.PodRef.Namespace == "flux-system" || strings.HasPrefix(p.PodRef.Name, "tenant-sources-") {
+				out = append(out, fmt.Sprintf("%s %.0f MiB", p.PodRef.Name, float64(p.Memory.WorkingSetBytes)/(1<<20)))
+			}
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
 }
 
 // tenantNamespaces are the tenants of the test.
