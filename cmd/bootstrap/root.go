@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"cluster-init.dev/cluster-init/internal/boundedfile"
 	"cluster-init.dev/cluster-init/internal/checkout"
 	"cluster-init.dev/cluster-init/internal/environment"
 	"cluster-init.dev/cluster-init/internal/redact"
@@ -125,7 +126,7 @@ func (g *globals) openWithValues(envName string, files []string) (*workspace, er
 	}
 	for _, path := range files {
 		display := checkout.Relative(w.root, absolute(path))
-		data, err := values.ReadFile(path, display)
+		data, err := boundedfile.ReadFile(path, display, boundedfile.Values)
 		if err != nil {
 			return nil, fmt.Errorf("--values: %w", err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"cluster-init.dev/cluster-init/internal/atomicfile"
+	"cluster-init.dev/cluster-init/internal/boundedfile"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/secrets"
 )
@@ -74,11 +75,11 @@ neither needs to be installed.`,
 				recipients = key.Recipients()
 			}
 			path := filepath.Join(w.env.Dir, names.SecretsKey)
-			data, err := os.ReadFile(path)
+			rel := w.rel(path)
+			data, err := boundedfile.ReadFile(path, rel, boundedfile.Values)
 			if err != nil {
 				return err
 			}
-			rel := w.rel(path)
 			if secrets.IsEncrypted(data) {
 				return fmt.Errorf("%s is encrypted already (for %s)", rel, strings.Join(secrets.Recipients(data), ", "))
 			}

@@ -9,11 +9,13 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -26,6 +28,8 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
+	"cluster-init.dev/cluster-init/internal/boundedfile"
+	"cluster-init.dev/cluster-init/internal/checkout"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/secrets"
 	"cluster-init.dev/cluster-init/internal/values"
@@ -201,8 +205,8 @@ func workloadCluster(dir string) bool {
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
+		data, err := boundedfile.ReadIn(dir, filepath.Base(f), boundedfile.Manifest, boundedfile.NoLinks)
+		if err != nil || boundedfile.CheckManifest(f, data) != nil {
 			continue
 		}
 		var head struct {
@@ -239,32 +243,76 @@ func List(repoRoot string) ([]string, error) {
 // file is not encrypted.
 func Load(name, dir string, display func(string) string, key *secrets.Key) (*Environment, error) {
 	kfile := filepath.Join(dir, konfig.DefaultKustomizationFileName())
-	if _, err := os.Stat(kfile); err != nil {
+	if abs, err := filepath.Abs(kfile); err == nil {
+		kfile = abs
+	}
+	root := fileRoot(filepath.Dir(kfile))
+	read := func(path string, k boundedfile.Kind) ([]byte, error) {
+		rel, err := filepath.Rel(root, path)
+		if err != nil || !filepath.IsLocal(rel) {
+			return nil, fmt.Errorf("%s: outside %s: expected a file of the checkout", display(path), root)
+		}
+		data, err := boundedfile.ReadIn(root, rel, k, boundedfile.LinksInside)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s: %w", display(path), trimPathPrefix(err, rel))
+		}
+		return data, err
+	}
+	kdata, err := read(kfile, boundedfile.Manifest)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: missing: an environment is a kustomization with a configMapGenerator %s (file %s) and a secretGenerator %s (file %s)",
 			display(kfile), names.ValuesConfigMap, names.ValuesKey, names.SecretsSecret, names.SecretsKey)
 	}
-	// The generators' files are checked before kustomize reads them: a file too large for a
-	// ConfigMap, or one kustomize would turn into binaryData, is named as itself.
-	for _, rel := range generatorFiles(kfile) {
+	if err != nil {
+		return nil, err
+	}
+	if err := boundedfile.Manifest.Check(display(kfile), kdata); err != nil {
+		return nil, err
+	}
+	// kustomize builds a copy of what was read here: the files it reads are the ones checked, each
+	// read once, within its bounds. The generators' files are checked before kustomize reads them:
+	// a file too large for a ConfigMap, or one kustomize would turn into binaryData, is named as
+	// itself.
+	copied, err := os.MkdirTemp("", "cluster-init-environment-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(copied)
+	copyOf := func(path string) string {
+		rel, _ := filepath.Rel(root, path)
+		return filepath.Join(copied, rel)
+	}
+	if err := writeCopy(copyOf(kfile), kdata); err != nil {
+		return nil, err
+	}
+	sources := generatorFiles(kdata)
+	for _, rel := range slices.Sorted(maps.Values(sources)) {
 		path := rel
 		if !filepath.IsAbs(path) {
-			path = filepath.Join(dir, rel)
+			path = filepath.Join(filepath.Dir(kfile), rel)
 		}
-		if _, err := values.ReadFile(path, display(path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		data, err := read(path, boundedfile.Values)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // kustomize names it
+		}
+		if err != nil {
 			return nil, err
 		}
-		if data, err := os.ReadFile(path); err == nil && !utf8.Valid(data) {
+		if !utf8.Valid(data) {
 			if _, err := values.ParseLayer(display(path), data, false); err != nil {
 				return nil, err
 			}
+		}
+		if err := writeCopy(copyOf(path), data); err != nil {
+			return nil, err
 		}
 	}
 	// Files of a generator may live outside the environment (shared values), as Flux allows.
 	opts := krusty.MakeDefaultOptions()
 	opts.LoadRestrictions = kustypes.LoadRestrictionsNone
-	resMap, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
+	resMap, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), filepath.Dir(copyOf(kfile)))
 	if err != nil {
-		return nil, fmt.Errorf("%s: kustomize build: %w", display(kfile), err)
+		return nil, fmt.Errorf("%s: kustomize build: %s", display(kfile), strings.ReplaceAll(err.Error(), copied, root))
 	}
 	data, err := resMap.AsYaml()
 	if err != nil {
@@ -307,7 +355,6 @@ func Load(name, dir string, display func(string) string, key *secrets.Key) (*Env
 		o.SetLabels(labels)
 	}
 
-	sources := generatorFiles(kfile)
 	valuesText, ok, _ := unstructured.NestedString(env.Values.Object, "data", names.ValuesKey)
 	if !ok {
 		return nil, fmt.Errorf("%s: ConfigMap %s has no key %s", display(kfile), names.ValuesConfigMap, names.ValuesKey)
@@ -369,15 +416,11 @@ func checkSecretSplit(vl, sl values.Layer) error {
 }
 
 // generatorFiles maps "generator name/data key" to the file of the environment's own
-// kustomization that provides it.
-func generatorFiles(kfile string) map[string]string {
+// kustomization (its content: kdata) that provides it.
+func generatorFiles(kdata []byte) map[string]string {
 	out := map[string]string{}
-	data, err := os.ReadFile(kfile)
-	if err != nil {
-		return out
-	}
 	var k kustypes.Kustomization
-	if err := yaml.Unmarshal(data, &k); err != nil {
+	if err := yaml.Unmarshal(kdata, &k); err != nil {
 		return out
 	}
 	add := func(name string, files []string) {
@@ -391,11 +434,39 @@ func generatorFiles(kfile string) map[string]string {
 	}
 	for _, g := range k.ConfigMapGenerator {
 		add(g.Name, g.FileSources)
+		add(g.Name, g.EnvSources)
 	}
 	for _, g := range k.SecretGenerator {
 		add(g.Name, g.FileSources)
+		add(g.Name, g.EnvSources)
 	}
 	return out
+}
+
+func writeCopy(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o600)
+}
+
+// fileRoot is what an environment's files may be read from: the checkout it is in, else its own
+// directory. A link out of it is refused: it would make a file of the user's machine the
+// environment's values.
+func fileRoot(dir string) string {
+	if root, err := checkout.Root(dir); err == nil {
+		return root
+	}
+	return dir
+}
+
+// trimPathPrefix drops the "openat rel: " of an os.Root error, which the caller names itself.
+func trimPathPrefix(err error, rel string) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == rel {
+		return pe.Err
+	}
+	return err
 }
 
 func sourceFile(dir string, sources map[string]string, name, key string) string {

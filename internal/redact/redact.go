@@ -216,3 +216,12 @@ func (w *writer) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// quoted are the snippets of content a parser's message quotes (`x`, "x", 'x').
+var quoted = regexp.MustCompile("`[^`]*`|\"[^\"]*\"|'[^']*'")
+
+// Quoted removes what a parser's message quotes of the content it read, for the messages of a
+// secret file's parser (YAML, SOPS): its position stays, its content goes.
+func Quoted(msg string) string {
+	return quoted.ReplaceAllString(msg, "(content not shown: secret file)")
+}

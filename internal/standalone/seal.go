@@ -12,6 +12,7 @@ import (
 	"filippo.io/age"
 
 	"cluster-init.dev/cluster-init/internal/atomicfile"
+	"cluster-init.dev/cluster-init/internal/boundedfile"
 	"cluster-init.dev/cluster-init/internal/secrets"
 )
 
@@ -49,7 +50,7 @@ func LoadKey(user *secrets.Key, create bool) (*Key, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(path)
+	data, err := boundedfile.ReadFile(path, path, boundedfile.AgeKey)
 	if errors.Is(err, os.ErrNotExist) && create {
 		data, _, err = secrets.GenerateKey()
 		if err == nil {

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,6 +17,9 @@ import (
 	fluxchartutil "github.com/fluxcd/pkg/chartutil"
 	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
+
+	"cluster-init.dev/cluster-init/internal/boundedfile"
+	"cluster-init.dev/cluster-init/internal/redact"
 )
 
 // Layer is one values file. Later layers take precedence over earlier ones.
@@ -37,20 +39,12 @@ type Layer struct {
 // yamlLine extracts the line of a yaml.v3 error ("yaml: line 3: ...").
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-// MaxFileSize bounds a values or secrets file: they are stored in a ConfigMap or a Secret, of at
-// most 1 MiB with everything else in it.
-const MaxFileSize = 512 << 10
-
-// maxExpandedNodes bounds what a file's YAML aliases expand to: a few lines of anchors and
-// aliases can stand for billions of values.
-const maxExpandedNodes = 100_000
-
 // ParseLayer reads a values file. Errors name the file and line, and never quote the content of a
 // secret file.
 func ParseLayer(file string, content []byte, secret bool) (Layer, error) {
 	l := Layer{File: file, Secret: secret, Data: map[string]any{}, lines: map[string]int{}}
-	if len(content) > MaxFileSize {
-		return l, fmt.Errorf("%s: %d bytes: expected a values file of at most %d KiB (it is stored in a ConfigMap or Secret, at most 1 MiB)", file, len(content), MaxFileSize>>10)
+	if err := boundedfile.Values.CheckSize(file, content); err != nil {
+		return l, err
 	}
 	if line, col, ok := invalidUTF8(content); ok {
 		return l, fmt.Errorf("%s:%d: column %d: not UTF-8 text: expected a YAML file in UTF-8", file, line, col)
@@ -65,7 +59,7 @@ func ParseLayer(file string, content []byte, secret bool) (Layer, error) {
 		return l, yamlError(file, err, secret)
 	}
 	var next yamlv3.Node
-	if err := dec.Decode(&next); err == nil && hasContent(&next) {
+	if err := dec.Decode(&next); err == nil && boundedfile.HasContent(&next) {
 		return l, fmt.Errorf("%s:%d: a second YAML document: expected one document of values (a second one would be ignored)", file, next.Line)
 	} else if !errors.Is(err, io.EOF) {
 		return l, yamlError(file, err, secret)
@@ -80,8 +74,8 @@ func ParseLayer(file string, content []byte, secret bool) (Layer, error) {
 		}
 		return l, fmt.Errorf("%s:%d: expected a map of values at the top level, got %s", file, root.Line, nodeKind(root))
 	}
-	if n := expandedSize(root, map[*yamlv3.Node]int{}); n > maxExpandedNodes {
-		return l, fmt.Errorf("%s: its YAML aliases (*name) expand to more than %d values: expected plain values", file, maxExpandedNodes)
+	if err := boundedfile.CheckNode(root); err != nil {
+		return l, fmt.Errorf("%s: %w", file, err)
 	}
 	if err := indexLines(root, nil, l.lines); err != nil {
 		return l, fmt.Errorf("%s:%w", file, err)
@@ -93,32 +87,6 @@ func ParseLayer(file string, content []byte, secret bool) (Layer, error) {
 		l.Data = map[string]any{}
 	}
 	return l, nil
-}
-
-// hasContent tells whether a document holds anything: a trailing "---" or comments do not.
-func hasContent(doc *yamlv3.Node) bool {
-	return len(doc.Content) > 0 && doc.Content[0].Tag != "!!null"
-}
-
-// expandedSize counts the nodes n stands for once its aliases are expanded, remembering what
-// each node expands to so that counting stays linear in the file.
-func expandedSize(n *yamlv3.Node, seen map[*yamlv3.Node]int) int {
-	if v, ok := seen[n]; ok {
-		return v
-	}
-	seen[n] = maxExpandedNodes + 1 // an alias cycle counts as too much
-	size := 1
-	if n.Kind == yamlv3.AliasNode && n.Alias != nil {
-		size = expandedSize(n.Alias, seen)
-	}
-	for _, c := range n.Content {
-		size += expandedSize(c, seen)
-		if size > maxExpandedNodes {
-			break
-		}
-	}
-	seen[n] = size
-	return size
 }
 
 // invalidUTF8 finds the first byte that is not UTF-8, by line and column.
@@ -142,30 +110,15 @@ func invalidUTF8(content []byte) (line, col int, found bool) {
 	return line, col, true
 }
 
-// ReadFile reads a values file given on the command line, refusing one larger than MaxFileSize
-// without reading more (a device such as /dev/zero never ends).
-func ReadFile(path, display string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", display, err)
-	}
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("%s: larger than %d KiB: expected a values file (it is stored in a ConfigMap, at most 1 MiB)", display, MaxFileSize>>10)
-	}
-	return data, nil
-}
-
 // NodeLayer makes a layer of the values under a YAML mapping node of a larger document (the values
 // of a HelmRelease), with the lines of that document.
 func NodeLayer(file string, node *yamlv3.Node, secret bool) (Layer, error) {
 	l := Layer{File: file, Secret: secret, Data: map[string]any{}, lines: map[string]int{}}
 	if node.Kind != yamlv3.MappingNode {
 		return l, fmt.Errorf("%s:%d: expected a map of values, got %s", file, node.Line, nodeKind(node))
+	}
+	if err := boundedfile.CheckNode(node); err != nil {
+		return l, fmt.Errorf("%s:%d: %w", file, node.Line, err)
 	}
 	if err := indexLines(node, nil, l.lines); err != nil {
 		return l, fmt.Errorf("%s:%w", file, err)
@@ -190,19 +143,14 @@ func yamlError(file string, err error, secret bool) error {
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		reason := m[2]
 		if secret {
-			reason = hideQuoted(reason)
+			reason = redact.Quoted(reason)
 		}
 		return fmt.Errorf("%s:%s: invalid YAML: %s", file, m[1], reason)
 	}
 	if secret {
-		msg = hideQuoted(msg)
+		msg = redact.Quoted(msg)
 	}
 	return fmt.Errorf("%s: invalid YAML: %s", file, strings.TrimPrefix(msg, "yaml: "))
-}
-
-// hideQuoted removes quoted snippets of content from a parser message.
-func hideQuoted(s string) string {
-	return regexp.MustCompile("`[^`]*`|\"[^\"]*\"|'[^']*'").ReplaceAllString(s, "(content not shown: secret file)")
 }
 
 func nodeKind(n *yamlv3.Node) string {
