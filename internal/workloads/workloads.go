@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -63,8 +64,23 @@ type Cluster struct {
 type Plan struct {
 	Tenants  []*Tenant
 	Clusters []*Cluster
-	policy   *policy
+	// Others are the objects of the tenants' directories that are no workload cluster: what the
+	// tenant's account may write decides whether the API server takes them.
+	Others []*Object
+	policy *policy
 }
+
+// Object is an object a tenant's directory builds, with where it is written.
+type Object struct {
+	Tenant *Tenant
+	// File and Line are where it is written, relative to its tenant's checkout ("" when not found).
+	File   string
+	Line   int
+	Object *unstructured.Unstructured
+}
+
+// releaseGroup is the API group of a workload cluster's HelmRelease.
+const releaseGroup = "helm.toolkit.fluxcd.io"
 
 // Read finds the tenants in a render of the management cluster (its workload-clusters unit) and
 // builds their directories: of the checkout at repoRoot, or, for a tenant with a repository of
@@ -85,6 +101,9 @@ func Read(ctx context.Context, repoRoot string, management *render.Result, tenan
 		}
 	}
 	if len(p.Tenants) == 0 {
+		if len(tenantCheckouts) > 0 {
+			return p, fmt.Errorf("checkouts of tenants' repositories were given (%s), but the management cluster has no tenant (workload_clusters.tenants, with a git source)", strings.Join(slices.Sorted(maps.Keys(tenantCheckouts)), ", "))
+		}
 		return p, nil
 	}
 	// What each tenant has in the render, looked up by its namespace: one pass over the objects,
@@ -143,21 +162,22 @@ func Read(ctx context.Context, repoRoot string, management *render.Result, tenan
 			continue
 		}
 		problems = append(problems, unread...)
-		releases, err := releaseFiles(files)
+		docs, err := documents(files)
 		if err != nil {
 			return nil, err
 		}
 		for _, obj := range built {
-			if obj.GetKind() != "HelmRelease" {
+			d, found := docs[obj.GetKind()+"/"+obj.GetName()]
+			if obj.GetKind() != "HelmRelease" || obj.GroupVersionKind().Group != releaseGroup {
+				p.Others = append(p.Others, &Object{Tenant: t, File: d.file, Line: d.line, Object: obj})
 				continue
 			}
 			c := &Cluster{Name: obj.GetName(), Tenant: t, Release: obj}
-			f, ok := releases[obj.GetName()]
-			if !ok {
+			if !found {
 				problems = append(problems, fmt.Sprintf("%s: HelmRelease %s: not found in a file of the directory", t.Path, obj.GetName()))
 				continue
 			}
-			c.File, c.Values = f.file, f.values
+			c.File, c.Values = d.file, d.values
 			p.Clusters = append(p.Clusters, c)
 		}
 	}
@@ -214,15 +234,17 @@ func buildArtifact(ctx context.Context, t *Tenant) (objs []*unstructured.Unstruc
 	return objs, files, unread, err
 }
 
-type releaseFile struct {
+// document is where an object of a tenant's directory is written; for a HelmRelease, with the
+// lines of its values.
+type document struct {
 	file   string
+	line   int
 	values values.Layer
 }
 
-// releaseFiles finds the HelmRelease documents of a tenant's directory (the files its build read),
-// by name, with the lines of their values.
-func releaseFiles(files *boundedfile.Tree) (map[string]releaseFile, error) {
-	out := map[string]releaseFile{}
+// documents finds the objects of a tenant's directory (the files its build read), by kind/name.
+func documents(files *boundedfile.Tree) (map[string]document, error) {
+	out := map[string]document{}
 	for _, rel := range files.Order {
 		dec := yamlv3.NewDecoder(bytes.NewReader(files.Files[rel]))
 		for {
@@ -239,17 +261,17 @@ func releaseFiles(files *boundedfile.Tree) (map[string]releaseFile, error) {
 					Name string `yaml:"name"`
 				} `yaml:"metadata"`
 			}
-			if doc.Content[0].Decode(&head) != nil || head.Kind != "HelmRelease" {
+			if doc.Content[0].Decode(&head) != nil {
 				continue
 			}
-			l := values.FromMap(rel, map[string]any{})
-			if node := child(doc.Content[0], "spec", "values"); node != nil {
+			d := document{file: rel, line: doc.Content[0].Line, values: values.FromMap(rel, map[string]any{})}
+			if node := child(doc.Content[0], "spec", "values"); node != nil && head.Kind == "HelmRelease" {
 				var err error
-				if l, err = values.NodeLayer(rel, node, false); err != nil {
+				if d.values, err = values.NodeLayer(rel, node, false); err != nil {
 					return nil, err
 				}
 			}
-			out[head.Metadata.Name] = releaseFile{file: rel, values: l}
+			out[head.Kind+"/"+head.Metadata.Name] = d
 		}
 	}
 	return out, nil
