@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,7 +46,7 @@ func applications(ctx context.Context, repoRoot string, management *render.Resul
 	// each file read within its bounds and checked before kustomize parses it.
 	tree, err := boundedfile.ReadTree(repoRoot, dir, boundedfile.PlacedManifest, nil)
 	if err != nil {
-		problems.add("applications", fmt.Sprintf("the applications of the checkout: %v", err))
+		problems.add("applications", err.Error()) // names the file, or the bound
 		return
 	}
 	for _, e := range tree.Unread {
@@ -85,6 +84,10 @@ func applications(ctx context.Context, repoRoot string, management *render.Resul
 	account, _, _ := unstructured.NestedString(fromGit.Object, "spec", "serviceAccountName")
 	writes := rbacrules.Of(rendered, fromGit.GetNamespace(), account)
 	copied := map[string]bool{dir: true}
+	known := map[string]bool{}
+	for _, c := range clusters {
+		known[c] = true
+	}
 	for _, o := range objs {
 		if why := refusedWrite(validator, writes, fmt.Sprintf("the applications' account (ServiceAccount %s/%s)", fromGit.GetNamespace(), account), o); why != "" {
 			problems.add("applications", fmt.Sprintf("%s: %s %s: %s: kustomize-controller would apply none of the directory, and no application would change; expected Applications only", path, o.GetKind(), o.GetName(), why))
@@ -114,7 +117,7 @@ func applications(ctx context.Context, repoRoot string, management *render.Resul
 		}
 		for _, name := range spec.Placement.Clusters {
 			key := placement.Key(names.Namespace, name)
-			if !slices.Contains(clusters, key.String()) {
+			if !known[key.String()] {
 				problems.add(target, fmt.Sprintf("placement.clusters: %q is not a cluster of this management cluster: expected one of %s (a name alone is a cluster of namespace %s; another namespace's is namespace/name)",
 					name, strings.Join(clusters, ", "), names.Namespace))
 			} else if why := rules.Refuses(key); why != "" {

@@ -157,11 +157,14 @@ func Read(ctx context.Context, repoRoot string, management *render.Result, tenan
 			continue
 		}
 		built, files, unread, err := buildArtifact(ctx, t)
+		problems = append(problems, unread...)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", strings.TrimPrefix(t.Path, "./"), err))
 			continue
 		}
-		problems = append(problems, unread...)
+		if files == nil {
+			continue
+		}
 		docs, err := documents(files)
 		if err != nil {
 			return nil, err
@@ -210,7 +213,7 @@ func buildArtifact(ctx context.Context, t *Tenant) (objs []*unstructured.Unstruc
 		return boundedfile.Read
 	})
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("the workload clusters of the checkout: %w", err)
+		return nil, nil, []string{err.Error()}, nil // names the file, or the bound
 	}
 	for _, e := range files.Unread {
 		unread = append(unread, e.Error())
