@@ -226,6 +226,7 @@ func TestBadEnvironmentFilesAreNamed(t *testing.T) {
 			[]string{"secrets.yaml:3: credentials.openstack.clouds_yaml", "2 clouds: the clusters of tenant workload-clusters are given this clouds.yaml as it is"}, ""},
 		{"a values file that is not UTF-8", "values.yaml", "cluster:\n  name: \"caf\xe9\"\n", []string{"values.yaml:2: column 13: not UTF-8"}, ""},
 		{"a secrets file too large", "secrets.yaml", "# " + strings.Repeat("x", 600<<10) + "\n", []string{"secrets.yaml", "larger than 512 KiB"}, ""},
+		{"an alias bomb in an encrypted secrets file", "secrets.yaml", aliasBomb + "sops:\n  mac: ENC[AES256_GCM,data:x,iv:x,tag:x,type:str]\n", []string{"secrets.yaml: its YAML aliases (*name) expand to more than 100000 values"}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
