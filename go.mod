@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	filippo.io/age v1.3.1
 	github.com/BurntSushi/toml v1.6.0
+	github.com/blang/semver/v4 v4.0.0
 	github.com/cyphar/filepath-securejoin v0.6.1
 	github.com/fluxcd/cli-utils v1.2.3
 	github.com/fluxcd/flux2/v2 v2.9.5
@@ -107,7 +108,6 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sts v1.43.3 // indirect
 	github.com/aws/smithy-go v1.27.3 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
-	github.com/blang/semver/v4 v4.0.0 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chai2010/gettext-go v1.0.2 // indirect

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"cluster-init.dev/cluster-init/internal/testenv"
 )
 
 // badValues are values files that must be refused, each with what the one message must say:
@@ -66,6 +69,28 @@ var badValues = []struct {
 	// Secrets in the wrong place.
 	{"a password in the source URL", "source:\n  type: git\n  url: https://bob:t0ken@git.example.invalid/repo.git\n", []string{":3: source.url", "carries a password", "credentials.git"}},
 	{"credentials in --values", "credentials:\n  git:\n    password: x\n", []string{":1: credentials", "secrets file"}},
+	// Tenants: what the platform's values hand a tenant is its own and no more.
+	{"a tenant in Kubernetes' own namespace", "workload_clusters:\n  tenants:\n    kube-system:\n      name_prefix: k-\n      path: ./clusters/k\n", []string{":3: workload_clusters.tenants.kube-system", "Kubernetes' own", "expected a namespace of the tenant's own"}},
+	{"a tenant in the default namespace", "workload_clusters:\n  tenants:\n    default:\n      name_prefix: d-\n      path: ./clusters/d\n", []string{":3: workload_clusters.tenants.default", "Kubernetes' own"}},
+	{"a tenant in a provider's namespace", "workload_clusters:\n  tenants:\n    capd-system:\n      name_prefix: c-\n      path: ./clusters/c\n", []string{":3: workload_clusters.tenants.capd-system", "the platform's: its components run there", "flux-system", "cert-manager", "capo-system", "orc-system", "rke2-control-plane-system"}},
+	{"a tenant in Flux's namespace", "workload_clusters:\n  tenants:\n    flux-system:\n      name_prefix: f-\n      path: ./clusters/f\n", []string{":3: workload_clusters.tenants.flux-system", "the platform's"}},
+	{"a tenant in the platform's own namespace", "workload_clusters:\n  tenants:\n    cluster-init:\n      name_prefix: p-\n      path: ./clusters/p\n", []string{":3: workload_clusters.tenants.cluster-init", "the platform's"}},
+	{"a readers group of Kubernetes' system groups", "workload_clusters:\n  tenants:\n    team-a:\n      name_prefix: a-\n      path: ./clusters/a\n      readers_group: system:authenticated\n", []string{":6: workload_clusters.tenants.team-a.readers_group", "not one of Kubernetes' own system: groups"}},
+	{"a readers group of spaces", "workload_clusters:\n  tenants:\n    team-a:\n      name_prefix: a-\n      path: ./clusters/a\n      readers_group: \"  \"\n", []string{":6: workload_clusters.tenants.team-a.readers_group", "expected a group"}},
+	{"a tenant's branch with ..", "workload_clusters:\n  tenants:\n    team-a:\n      name_prefix: a-\n      repository:\n        url: https://git.example.invalid/a.git\n        ref:\n          branch: main/../other\n", []string{":8: workload_clusters.tenants.team-a.repository.ref.branch", "without '..'"}},
+	{"a tenant's tag with ..", "workload_clusters:\n  tenants:\n    team-a:\n      name_prefix: a-\n      repository:\n        url: https://git.example.invalid/a.git\n        ref:\n          tag: v1..2\n", []string{":8: workload_clusters.tenants.team-a.repository.ref.tag", "without '..'"}},
+	{"a source branch with ..", "source:\n  type: git\n  url: https://git.example.invalid/platform.git\n  ref:\n    branch: ../main\n", []string{":5: source.ref.branch", "without '..'"}},
+	{"a tenant's repository fetched every second", "workload_clusters:\n  tenants:\n    team-a:\n      name_prefix: a-\n      repository:\n        url: https://git.example.invalid/a.git\n        interval: 1s\n", []string{":7: workload_clusters.tenants.team-a.repository.interval", "expected 30s or more"}},
+	{"a tenant's limits negative", "workload_clusters:\n  tenants:\n    team-a:\n      name_prefix: a-\n      path: ./clusters/a\n      limits:\n        clusters: -1\n", []string{":7: workload_clusters.tenants.team-a.limits.clusters"}},
+	{"limits past counting", "workload_clusters:\n  default_limits:\n    machines: 9223372036854775807\n", []string{":3: workload_clusters.default_limits.machines", "at most 10000"}},
+	{"a control plane no etcd needs", "workload_clusters:\n  tenants:\n    team-a:\n      name_prefix: a-\n      path: ./clusters/a\n      limits:\n        control_plane_replicas: 101\n", []string{":7: workload_clusters.tenants.team-a.limits.control_plane_replicas", "at most 7"}},
+	// Credentials written into URLs of the values (a ConfigMap).
+	{"a token in the alerts webhook's URL", "notifications:\n  alerts:\n    address: https://t0ken@alerts.example.invalid/hook\n", []string{":3: notifications.alerts.address", "carries a user name", "credentials.notifications.alerts_address"}},
+	{"a password in another repository's URL", "repositories:\n  extra:\n    type: git\n    url: https://bob:pw@git.example.invalid/extra.git\n", []string{":4: repositories.extra.url", "carries a password", "repositories.extra.secret_ref"}},
+	// Kubernetes versions the pinned Cluster API does not make clusters of.
+	{"a Kubernetes older than Cluster API's kubeadm", "cluster:\n  kubernetes_version: v1.19.4\n", []string{":2: cluster.kubernetes_version", "lower than v1.22.0"}},
+	{"a Kubernetes 2", "cluster:\n  kubernetes_version: v2.0.0\n", []string{":2: cluster.kubernetes_version", "Kubernetes 1.x only"}},
+	{"a tenants' Kubernetes older than Cluster API's kubeadm", "workload_clusters:\n  kubernetes_versions: [v1.37.0, v1.21.0]\n", []string{":2: workload_clusters.kubernetes_versions[1]", "lower than v1.22.0"}},
 	// Units.
 	{"a unit a dependency needs, disabled", "units:\n  cert-manager:\n    enabled: false\n", []string{":3: units.cert-manager.enabled", "capi depends on it", "expected it enabled"}},
 	{"a dependency on an unknown unit", "units:\n  capi:\n    depends_on:\n      nope: true\n", []string{"units.capi.depends_on.nope", "unknown unit"}},
@@ -80,6 +105,50 @@ var badValues = []struct {
 	{"a list at the top", "- a\n- b\n", []string{":1: expected a map of values at the top level"}},
 	{"a duplicate key", "cluster:\n  name: a\n  name: b\n", []string{":3: cluster.name", "set twice"}},
 }
+
+// badTenants are values the chart of the tenants refuses (what tenants share with one another or
+// with the platform), in the management cluster's release after the pivot: validate names them.
+// bootstrap refuses these environments earlier, for their git source's secrets in clear.
+var badTenants = []struct {
+	name, content string
+	want          []string
+}{
+	{"a tenant's path in the platform's applications", gitSource + "workload_clusters:\n  tenants:\n    team-a:\n      name_prefix: a-\n      path: ./clusters/management/apps/team-a\n", []string{":8: workload_clusters.tenants.team-a.path", "is inside clusters/management/apps of the platform's repository"}},
+	{"a tenant's path around the platform's applications", gitSource + "workload_clusters:\n  tenants:\n    team-a:\n      name_prefix: a-\n      path: ./clusters/management\n", []string{":8: workload_clusters.tenants.team-a.path", "holds clusters/management/apps"}},
+	{"a tenant's path in the environments", gitSource + "workload_clusters:\n  tenants:\n    team-a:\n      name_prefix: a-\n      path: ./environment-values/team-a\n", []string{":8: workload_clusters.tenants.team-a.path", "is inside environment-values"}},
+	{"a tenant's path in the charts", gitSource + "workload_clusters:\n  tenants:\n    team-a:\n      name_prefix: a-\n      path: ./charts/cluster-init/templates\n", []string{":8: workload_clusters.tenants.team-a.path", "is inside charts"}},
+	{"a tenant of the platform's URL with all of it", gitSource + "workload_clusters:\n  tenants:\n    team-a:\n      name_prefix: a-\n      repository:\n        url: https://GIT.example.invalid/platform\n", []string{":6: workload_clusters.tenants.team-a", "the whole of the platform's repository", "its repository.url is the platform's source.url"}},
+	{"a tenant of the platform's URL in its components", gitSource + "workload_clusters:\n  tenants:\n    team-a:\n      name_prefix: a-\n      path: ./kustomize-components\n      repository:\n        url: https://git.example.invalid/platform.git/\n", []string{":8: workload_clusters.tenants.team-a.path", "is kustomize-components of the platform's repository"}},
+	{"two tenants' prefixes overlapping", gitSource + "workload_clusters:\n  tenants:\n    workload-clusters:\n      name_prefix: wl-\n    team-a:\n      name_prefix: a-\n      path: ./clusters/a\n    team-b:\n      name_prefix: a-b-\n      path: ./clusters/b\n", []string{":9: workload_clusters.tenants.team-a.name_prefix", `"a-" and workload_clusters.tenants.team-b.name_prefix "a-b-" overlap`}},
+	{"a tenant's namespace starting another's", gitSource + "workload_clusters:\n  tenants:\n    workload-clusters:\n      name_prefix: wl-\n    team:\n      name_prefix: a-\n      path: ./clusters/a\n    team-b:\n      name_prefix: b-\n      path: ./clusters/b\n", []string{":8: workload_clusters.tenants.team", "one tenant's namespace starts the other's"}},
+	{"two tenants of one repository, one inside the other", gitSource + "workload_clusters:\n  tenants:\n    team-a:\n      name_prefix: a-\n      path: ./teams\n      repository:\n        url: https://git.example.invalid/teams.git\n    team-b:\n      name_prefix: b-\n      path: ./teams/b\n      repository:\n        url: https://git.example.invalid/Teams\n", []string{"workload_clusters.tenants.team-a.path", `"./teams" and workload_clusters.tenants.team-b.path "./teams/b"`, "a directory of its own"}},
+}
+
+// The chart's refusals of tenants are named like the values' own: file and line, key, expected.
+func TestBadTenantsAreRefusedWithTheirFileAndKey(t *testing.T) {
+	dir := t.TempDir()
+	for i, c := range badTenants {
+		t.Run(c.name, func(t *testing.T) {
+			file := filepath.Join(dir, fmt.Sprintf("tenants-%d.yaml", i))
+			if err := os.WriteFile(file, []byte(c.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, err := run(t, "validate", "kubeadm-capd", "--values", file)
+			if err == nil {
+				t.Fatalf("accepted:\n%s", out)
+			}
+			for _, want := range append([]string{filepath.Base(file)}, c.want...) {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the message lacks %q:\n%v", want, err)
+				}
+			}
+		})
+	}
+}
+
+// gitSource makes the management cluster read its tenants from git: the chart's checks between
+// tenants run (3 lines).
+const gitSource = "source:\n  type: git\n  url: https://git.example.invalid/platform.git\n"
 
 const aliasBomb = `a: &a ["x","x","x","x","x","x","x","x","x"]
 b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
@@ -157,6 +226,7 @@ func TestBadEnvironmentFilesAreNamed(t *testing.T) {
 			[]string{"secrets.yaml:3: credentials.openstack.clouds_yaml", "2 clouds: the clusters of tenant workload-clusters are given this clouds.yaml as it is"}, ""},
 		{"a values file that is not UTF-8", "values.yaml", "cluster:\n  name: \"caf\xe9\"\n", []string{"values.yaml:2: column 13: not UTF-8"}, ""},
 		{"a secrets file too large", "secrets.yaml", "# " + strings.Repeat("x", 600<<10) + "\n", []string{"secrets.yaml", "larger than 512 KiB"}, ""},
+		{"an alias bomb in an encrypted secrets file", "secrets.yaml", aliasBomb + "sops:\n  mac: ENC[AES256_GCM,data:x,iv:x,tag:x,type:str]\n", []string{"secrets.yaml: its YAML aliases (*name) expand to more than 100000 values"}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -190,7 +260,163 @@ func TestPathsThatAreNotEnvironments(t *testing.T) {
 	if _, err := run(t, "validate", "../../environment-values/workload-clusters/example"); err == nil || !strings.Contains(err.Error(), "is a workload cluster") {
 		t.Errorf("a workload cluster validated as an environment: %v", err)
 	}
-	if _, err := run(t, "validate", "kubeadm-capd", "--values", "/dev/zero"); err == nil || !strings.Contains(err.Error(), "/dev/zero: larger than 512 KiB") {
+	if _, err := run(t, "validate", "kubeadm-capd", "--values", "/dev/zero"); err == nil || !strings.Contains(err.Error(), "/dev/zero: not a regular file (a character device)") {
 		t.Errorf("--values /dev/zero: %v", err)
+	}
+}
+
+// checkoutCopy is a checkout of its own (the source snapshot copies files, not links), without
+// the Go code, that a test may write into.
+func checkoutCopy(t *testing.T) string {
+	t.Helper()
+	src := testenv.Checkout(t)
+	root := t.TempDir()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		switch name := e.Name(); {
+		case name == ".git" || name == "cmd" || name == "internal" || name == "api":
+		case e.IsDir():
+			if err := os.CopyFS(filepath.Join(root, name), os.DirFS(filepath.Join(src, name))); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			data, err := os.ReadFile(filepath.Join(src, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, name), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return root
+}
+
+// A cluster named wl1 with a label the API server refuses (a value of 64 characters).
+const clusterWithLongLabel = "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: wl1\n  labels:\n    team: " + "abcdefgh12345678abcdefgh12345678abcdefgh12345678abcdefgh12345678" + "\nspec:\n  values:\n    cluster:\n      name: wl1\n"
+
+// An application (its directory: kustomization.yaml, application.yaml) with the given spec.
+func application(name, spec string) map[string]string {
+	dir := "clusters/management/apps/" + name + "/"
+	return map[string]string{
+		dir + "kustomization.yaml": "resources: [application.yaml]\n",
+		dir + "application.yaml":   "apiVersion: apps.cluster-init.dev/v1alpha1\nkind: Application\nmetadata:\n  name: " + name + "\nspec:\n  sourceRef: {kind: GitRepository, name: cluster-init}\n" + spec,
+	}
+}
+
+// What the CLI reads of the tenants' and the applications' directories costs what its bounds
+// allow, whatever a commit put there: an alias bomb in a cluster's or an application's file, a
+// link to /dev/zero, a file of 100 MB are refused, each naming its file; and what the management
+// cluster's API server would refuse of a directory (a kind its account may not write, metadata
+// past the API's limits, a selector that does not parse) is named before it stops a tenant's or
+// every application.
+func TestHostileFilesAreRefusedWithinBounds(t *testing.T) {
+	root := checkoutCopy(t)
+	git := filepath.Join(t.TempDir(), "git.yaml")
+	if err := os.WriteFile(git, []byte(gitSource), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const tenantDir = "clusters/management/workload-clusters/"
+	cases := []struct {
+		name  string
+		files map[string]string
+		// links are links to make (path -> target); sparse are files of that many bytes.
+		links  map[string]string
+		sparse map[string]int64
+		want   []string
+	}{
+		{name: "an alias bomb in a cluster's file", files: map[string]string{tenantDir + "bomb/cluster.yaml": aliasBomb},
+			want: []string{tenantDir + "bomb/cluster.yaml: its YAML aliases (*name) expand to more than 100000 values: expected plain values"}},
+		{name: "an alias bomb in an application's file", files: map[string]string{
+			"clusters/management/apps/bomb/kustomization.yaml": "resources: [application.yaml]\n", "clusters/management/apps/bomb/application.yaml": aliasBomb},
+			want: []string{"clusters/management/apps/bomb/application.yaml: its YAML aliases (*name) expand to more than 100000 values"}},
+		{name: "a cluster's file that is a link to /dev/zero", links: map[string]string{tenantDir + "zero.yaml": "/dev/zero"},
+			want: []string{tenantDir + "zero.yaml: a symbolic link: source-controller leaves links out of the repository's artifact", "expected a regular file"}},
+		{name: "an application's file that is a link", links: map[string]string{"clusters/management/apps/x.yaml": "../../../charts/cluster-init/values.yaml"},
+			want: []string{"clusters/management/apps/x.yaml: a symbolic link"}},
+		{name: "a cluster's file of 100 MB", sparse: map[string]int64{tenantDir + "big/cluster.yaml": 100 << 20},
+			want: []string{tenantDir + "big/cluster.yaml: larger than 256 KiB: expected a manifest file"}},
+		{name: "a ConfigMap in a tenant's directory", files: map[string]string{tenantDir + "cm/cm.yaml": "# the tenant's notes\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\n"},
+			want: []string{tenantDir + "cm/cm.yaml:2: ConfigMap notes: the tenant's account (ServiceAccount workload-clusters/tenant) may write helmreleases.helm.toolkit.fluxcd.io, not configmaps", "every workload cluster of the tenant would stop changing"}},
+		{name: "a HelmRelease of another group in a tenant's directory", files: map[string]string{tenantDir + "other/cluster.yaml": "apiVersion: helm.example.invalid/v1\nkind: HelmRelease\nmetadata:\n  name: other\n"},
+			want: []string{tenantDir + "other/cluster.yaml:1: HelmRelease other: helm.example.invalid/v1, Kind=HelmRelease is no kind of the management cluster's API"}},
+		{name: "a cluster's label past the API's limits", files: map[string]string{tenantDir + "wl1/cluster.yaml": clusterWithLongLabel},
+			want: []string{tenantDir + "wl1/cluster.yaml: HelmRelease wl1: metadata.labels: Invalid value", "must be no more than 63 bytes"}},
+		{name: "a Secret in the applications' directory", files: map[string]string{
+			"clusters/management/apps/leak/kustomization.yaml": "resources: [secret.yaml]\n", "clusters/management/apps/leak/secret.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: leak\n"},
+			want: []string{"Secret leak: the applications' account (ServiceAccount cluster-init/applications-from-git) may write applications.apps.cluster-init.dev, not secrets", "no application would change"}},
+		{name: "an Application's selector that does not parse", files: application("near", "  path: ./clusters/management/apps/near\n  placement:\n    selector:\n      matchExpressions:\n        - {key: zone, operator: Near, values: [a]}\n"),
+			want: []string{"application near: placement.selector:", `"Near" is not a valid label selector operator`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var made []string
+			t.Cleanup(func() {
+				for _, p := range made {
+					os.RemoveAll(p)
+				}
+			})
+			mkdir := func(rel string) string {
+				path := filepath.Join(root, rel)
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				made = append(made, path)
+				return path
+			}
+			for rel, content := range c.files {
+				if err := os.WriteFile(mkdir(rel), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for rel, target := range c.links {
+				if err := os.Symlink(target, mkdir(rel)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for rel, size := range c.sparse {
+				f, err := os.Create(mkdir(rel))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := f.Truncate(size); err != nil {
+					t.Fatal(err)
+				}
+				f.Close()
+			}
+			out, err := run(t, "--repo", root, "validate", "kubeadm-capd", "--values", git)
+			if err == nil {
+				t.Fatalf("accepted:\n%s", out)
+			}
+			for _, want := range c.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("the message lacks %q:\n%v", want, err)
+				}
+			}
+		})
+	}
+}
+
+// An age key file that never ends (a link to /dev/zero) is refused before anything reads it;
+// --tenant for an environment whose management cluster reads no tenant's directory is an error.
+func TestFlagsThatNameNothingToRead(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "zero.agekey")
+	if err := os.Symlink("/dev/zero", key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, "validate", "kubeadm-capd", "--age-key-file", key); err == nil || !strings.Contains(err.Error(), "zero.agekey: not a regular file (a character device): expected a regular file") {
+		t.Errorf("--age-key-file linked to /dev/zero: %v", err)
+	}
+	t.Setenv("SOPS_AGE_KEY_FILE", key)
+	if _, err := run(t, "validate", "kubeadm-capd"); err == nil || !strings.Contains(err.Error(), "zero.agekey: not a regular file") {
+		t.Errorf("SOPS_AGE_KEY_FILE linked to /dev/zero: %v", err)
+	}
+	t.Setenv("SOPS_AGE_KEY_FILE", "")
+	if _, err := run(t, "validate", "kubeadm-capd", "--tenant", "team-a="+dir); err == nil || !strings.Contains(err.Error(), `--tenant team-a: the environment's source is "oci": its management cluster reads no tenant's directory`) {
+		t.Errorf("--tenant without a git source: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"cluster-init.dev/cluster-init/internal/redact"
+	"cluster-init.dev/cluster-init/internal/secrets"
 	"cluster-init.dev/cluster-init/internal/testenv"
 )
 
@@ -152,5 +153,48 @@ func assertJSONLines(t *testing.T, out string) {
 	}
 	if n == 0 || last["event"] != "summary" || last["error"] == "" || last["error"] == nil {
 		t.Errorf("the stream does not end with a summary carrying the error: %v", last)
+	}
+}
+
+// A SOPS-encrypted secrets file with one value written in clear (an edit without SOPS): the
+// value is a secret that no redactor knows yet (nothing decrypted), so the message names its
+// file, line and key, and never shows it; so do validate and bootstrap.
+func TestAValueInClearOfAnEncryptedFileIsNeverShown(t *testing.T) {
+	const clear = "cl34r-t3xt-s3cret-value"
+	keyData, pub, err := secrets.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := writeFile(t, t.TempDir(), "env.agekey", string(keyData))
+	env := copyEnvironment(t, "kubeadm-capd", func(file string, data []byte) []byte {
+		if file != "secrets.yaml" {
+			return data
+		}
+		enc, err := secrets.Encrypt(file, []byte("credentials:\n  git:\n    username: bot\n    password: planted\n"), []string{pub})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(enc), "\n")
+		for i, l := range lines {
+			if before, _, ok := strings.Cut(l, "password: ENC["); ok {
+				lines[i] = before + "password: " + clear
+			}
+		}
+		return []byte(strings.Join(lines, "\n"))
+	})
+	for _, args := range [][]string{
+		{"validate", env, "--age-key-file", keyFile},
+		{env, "--age-key-file", keyFile, "--until", "validate", "--output", "json"},
+	} {
+		out, err := run(t, args...)
+		if err == nil {
+			t.Fatalf("%v accepted it", args)
+		}
+		if strings.Contains(err.Error(), clear) || strings.Contains(out, clear) {
+			t.Errorf("%v shows the value in clear:\n%v\n%s", args, err, out)
+		}
+		if !strings.Contains(err.Error(), "secrets.yaml:4: credentials.git.password: not encrypted") {
+			t.Errorf("%v does not name the file, line and key:\n%v", args, err)
+		}
 	}
 }

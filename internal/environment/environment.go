@@ -303,6 +303,10 @@ func Load(name, dir string, display func(string) string, key *secrets.Key) (*Env
 				return nil, err
 			}
 		}
+		// Before SOPS parses an encrypted file, which expands its aliases.
+		if err := boundedfile.Values.Check(display(path), data); err != nil {
+			return nil, err
+		}
 		if err := writeCopy(copyOf(path), data); err != nil {
 			return nil, err
 		}

@@ -215,6 +215,44 @@ func (r *Renderer) VendoredObjects(ctx context.Context) ([]*unstructured.Unstruc
 	})
 }
 
+// PlatformNamespaces are the namespaces the components the platform vendors create or run in
+// (kustomize-components/*/upstream: flux-system, cert-manager, the providers', kube-system...),
+// whether their units are enabled or not. Kept like a unit build.
+func (r *Renderer) PlatformNamespaces(ctx context.Context) ([]string, error) {
+	kept, err := r.builds.Keep(ctx, "platform-namespaces", func() ([]*unstructured.Unstructured, error) {
+		vendored, err := r.VendoredObjects(ctx)
+		if err != nil {
+			return nil, err
+		}
+		seen := map[string]bool{}
+		for _, o := range vendored {
+			if o.GetKind() == "Namespace" && o.GetAPIVersion() == "v1" {
+				seen[o.GetName()] = true
+			}
+			if ns := o.GetNamespace(); ns != "" {
+				seen[ns] = true
+			}
+		}
+		var out []*unstructured.Unstructured
+		for _, ns := range slices.Sorted(maps.Keys(seen)) {
+			o := &unstructured.Unstructured{}
+			o.SetAPIVersion("v1")
+			o.SetKind("Namespace")
+			o.SetName(ns)
+			out = append(out, o)
+		}
+		return out, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(kept))
+	for i, o := range kept {
+		out[i] = o.GetName()
+	}
+	return out, nil
+}
+
 // Layers returns the values layers of a release, lowest precedence first: chart defaults,
 // context values, environment values, overrides, environment secrets, source.
 func Layers(repoRoot string, opts Options) ([]values.Layer, error) {
@@ -316,6 +354,19 @@ func (r *Renderer) Render(ctx context.Context, opts Options) (*Result, error) {
 	}
 	layers := vals.Layers
 	fallback := values.Origin{File: opts.Env.Layers[0].File}
+	// The tenants are the management cluster's (a workload cluster's release has none).
+	if opts.Context != ContextWorkload {
+		platform, err := r.PlatformNamespaces(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if _, namespace := opts.release(); !slices.Contains(platform, namespace) {
+			platform = append(platform, namespace)
+		}
+		if problems := values.TenantNamespaces(layers, vals.Merged, platform, fallback); len(problems) > 0 {
+			return nil, problems
+		}
+	}
 	res := &Result{Values: *vals, Options: opts}
 
 	// What the bootstrap command applies itself: the environment, the --values overrides and the
@@ -423,6 +474,9 @@ func (r *Renderer) Render(ctx context.Context, opts Options) (*Result, error) {
 			sources := append(append([]*unstructured.Unstructured{}, chartObjs...), built[i]...)
 			rendered, err := renderHelmRelease(ctx, r.snapshot, o, sources, valuesStore, r.kubeVersion)
 			if err != nil {
+				if p, ok := userKeyProblem(err, layers); ok {
+					return nil, p
+				}
 				return nil, fmt.Errorf("unit %s: %w", u.Name, err)
 			}
 			for _, ro := range rendered {
@@ -556,6 +610,10 @@ func toTyped(u *unstructured.Unstructured) client.Object {
 // chartFail matches the message of a template's `fail`, which our charts start with a values key.
 var chartFail = regexp.MustCompile(`execution error at \([^)]*\): ([A-Za-z0-9_][A-Za-z0-9_.\-]*): (.*)$`)
 
+// chartFailAtKey is chartFail where the key may be followed by what it holds ("KEY "a-" and
+// KEY2 "a-b-" overlap").
+var chartFailAtKey = regexp.MustCompile(`execution error at \([^)]*\): ([A-Za-z0-9_][A-Za-z0-9_.\-]*):? (.*)$`)
+
 // explainChartError points a chart's template error at the values file and line of its key.
 func explainChartError(err error, layers []values.Layer, fallback values.Origin) error {
 	m := chartFail.FindStringSubmatch(err.Error())
@@ -575,6 +633,21 @@ func explainChartError(err error, layers []values.Layer, fallback values.Origin)
 		}
 	}
 	return values.Problems{{Origin: values.Locate(layers, values.ParseKey(key), fallback), Key: key, Message: msg}}
+}
+
+// userKeyProblem points the template error of a unit's chart at the values file and line of its
+// key, when that key is the user's: the charts the umbrella chart passes its own values to (the
+// tenants of workload-clusters) name them as the user wrote them.
+func userKeyProblem(err error, layers []values.Layer) (values.Problems, bool) {
+	m := chartFailAtKey.FindStringSubmatch(err.Error())
+	if m == nil {
+		return nil, false
+	}
+	origin := values.Locate(layers, values.ParseKey(m[1]), values.Origin{})
+	if origin.File == "" || strings.HasPrefix(origin.File, "charts/") {
+		return nil, false
+	}
+	return values.Problems{{Origin: origin, Key: m[1], Message: m[2]}}, true
 }
 
 // UnitProblem points an error found in what a unit renders at the values key the user set for

@@ -22,6 +22,7 @@ import (
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/api/validation/path"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -41,6 +42,7 @@ import (
 // rules of a CRD take long to compile.
 type crdVersion struct {
 	crd        string
+	resource   string
 	namespaced bool
 	schema     *apiextensions.JSONSchemaProps
 
@@ -134,6 +136,7 @@ func (v *Validator) AddCRDs(objs []*unstructured.Unstructured) error {
 			gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: ver.Name, Kind: crd.Spec.Names.Kind}
 			v.crds[gvk] = &crdVersion{
 				crd:        crd.Name + " version " + ver.Name,
+				resource:   crd.Spec.Names.Plural,
 				namespaced: crd.Spec.Scope == apiextensionsv1.NamespaceScoped,
 				schema:     internal.OpenAPIV3Schema,
 				structural: structural,
@@ -141,6 +144,20 @@ func (v *Validator) AddCRDs(objs []*unstructured.Unstructured) error {
 		}
 	}
 	return nil
+}
+
+// Resource is the resource of a kind the validator knows (what RBAC rules name), and whether it
+// knows the kind.
+func (v *Validator) Resource(gvk schema.GroupVersionKind) (string, bool) {
+	if c, ok := v.crds[gvk]; ok {
+		return c.resource, true
+	}
+	if v.scheme.Recognizes(gvk) {
+		// The built-in types follow the rule the API server's own RESTMapper guesses with.
+		plural, _ := meta.UnsafeGuessKindToResource(gvk)
+		return plural.Resource, true
+	}
+	return "", false
 }
 
 // Validate returns every problem of obj, each naming the field.
@@ -162,14 +179,25 @@ func (v *Validator) validateMeta(obj *unstructured.Unstructured) []error {
 	if obj.GetName() == "" {
 		errs = append(errs, field.Required(meta.Child("name"), ""))
 	} else {
-		// RBAC objects only need a valid path segment ("cert-manager:leaderelection"); the other
-		// kinds we deploy need a DNS subdomain.
+		// Each kind's names as the API server checks them: RBAC objects only need a valid path
+		// segment ("cert-manager:leaderelection"), a Namespace is a DNS label, a Service an RFC
+		// 1035 label (it names DNS records), the other kinds a DNS subdomain.
 		check := metavalidation.NameIsDNSSubdomain
-		if obj.GroupVersionKind().Group == "rbac.authorization.k8s.io" {
+		switch gvk := obj.GroupVersionKind(); {
+		case gvk.Group == "rbac.authorization.k8s.io":
 			check = func(name string, prefix bool) []string { return path.IsValidPathSegmentName(name) }
+		case gvk.Group == "" && gvk.Kind == "Namespace":
+			check = metavalidation.ValidateNamespaceName
+		case gvk.Group == "" && gvk.Kind == "Service":
+			check = metavalidation.NameIsDNS1035Label
 		}
 		for _, msg := range check(obj.GetName(), false) {
 			errs = append(errs, field.Invalid(meta.Child("name"), obj.GetName(), msg))
+		}
+	}
+	if ns := obj.GetNamespace(); ns != "" {
+		for _, msg := range metavalidation.ValidateNamespaceName(ns, false) {
+			errs = append(errs, field.Invalid(meta.Child("namespace"), ns, msg))
 		}
 	}
 	errs = append(errs, metav1validation.ValidateLabels(obj.GetLabels(), meta.Child("labels"))...)

@@ -85,3 +85,42 @@ func TestABuiltinObjectIsJudgedTheSameAgain(t *testing.T) {
 		}
 	}
 }
+
+// Each kind's name is checked as the API server checks it, and the namespace too; the resource
+// of a kind (what RBAC rules name) comes from its CRD or, built in, the API server's rule.
+func TestNamesAndResourcesOfEachKind(t *testing.T) {
+	v, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.AddCRDs([]*unstructured.Unstructured{object(t, widgetCRD)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ text, want string }{
+		{"apiVersion: v1\nkind: Service\nmetadata: {name: a.b, namespace: default}\nspec: {ports: [{port: 80}]}\n", "metadata.name"},
+		{"apiVersion: v1\nkind: Namespace\nmetadata: {name: a.b}\n", "metadata.name"},
+		{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a.b, namespace: Not_A_Namespace}\n", "metadata.namespace"},
+		{"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a.b, namespace: default}\n", ""},
+	} {
+		errs := v.Validate(t.Context(), object(t, c.text))
+		got := ""
+		for _, e := range errs {
+			got += e.Error() + "\n"
+		}
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("%s: got %q, want %q", c.text, got, c.want)
+		}
+	}
+	for _, c := range []struct{ obj, want string }{
+		{widget, "widgets"},
+		{"apiVersion: v1\nkind: ConfigMap\n", "configmaps"},
+		{"apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n", "networkpolicies"},
+	} {
+		if got, ok := v.Resource(object(t, c.obj).GroupVersionKind()); !ok || got != c.want {
+			t.Errorf("%s: %q, %v", c.obj, got, ok)
+		}
+	}
+	if _, ok := v.Resource(object(t, "apiVersion: nowhere.invalid/v1\nkind: Thing\n").GroupVersionKind()); ok {
+		t.Error("an unknown kind has a resource")
+	}
+}

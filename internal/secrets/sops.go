@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +24,9 @@ import (
 	"github.com/getsops/sops/v3/keyservice"
 	sopsyaml "github.com/getsops/sops/v3/stores/yaml"
 	yamlv3 "go.yaml.in/yaml/v3"
+
+	"cluster-init.dev/cluster-init/internal/boundedfile"
+	"cluster-init.dev/cluster-init/internal/redact"
 )
 
 // KeySecretKey is the key of the age identity in the Secret kustomize-controller reads it from
@@ -71,13 +75,16 @@ func LoadKey(path string) (*Key, error) {
 		path = os.Getenv("SOPS_AGE_KEY_FILE")
 	}
 	if path != "" {
-		data, err := os.ReadFile(path)
+		data, err := boundedfile.ReadFile(path, path, boundedfile.AgeKey)
 		if err != nil {
 			return nil, fmt.Errorf("age key: %w", err)
 		}
 		return ParseKey(path, data)
 	}
 	if v := os.Getenv("SOPS_AGE_KEY"); v != "" {
+		if err := boundedfile.AgeKey.CheckSize("$SOPS_AGE_KEY", []byte(v)); err != nil {
+			return nil, fmt.Errorf("age key: %w", err)
+		}
 		return ParseKey("$SOPS_AGE_KEY", []byte(v))
 	}
 	return nil, nil
@@ -122,11 +129,12 @@ func Recipients(data []byte) []string {
 }
 
 // Decrypt decrypts a SOPS-encrypted YAML file with key and checks its integrity (MAC). file names
-// the file in errors, which never quote its content.
+// the file in errors, which never quote its content: a value SOPS cannot decrypt (one written in
+// clear) is named by its key and line.
 func Decrypt(file string, data []byte, key *Key) ([]byte, error) {
 	tree, err := store().LoadEncryptedFile(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: not a SOPS-encrypted file: %v", file, err)
+		return nil, fmt.Errorf("%s: not a SOPS-encrypted file: %s", file, redact.Quoted(err.Error()))
 	}
 	if key == nil {
 		return nil, fmt.Errorf("%s is encrypted with SOPS for %s: give its age key (--age-key-file, or SOPS_AGE_KEY_FILE)",
@@ -137,10 +145,11 @@ func Decrypt(file string, data []byte, key *Key) ([]byte, error) {
 		return nil, fmt.Errorf("%s: cannot decrypt with the age key of %s (its recipient %s; the file is encrypted for %s)",
 			file, key.Source, strings.Join(key.Recipients(), ", "), strings.Join(Recipients(data), ", "))
 	}
-	cipher := aes.NewCipher()
+	cipher := &pathRecorder{Cipher: aes.NewCipher()}
 	mac, err := tree.Decrypt(dataKey, cipher)
 	if err != nil {
-		return nil, fmt.Errorf("%s: decrypt the values: %v", file, err)
+		// SOPS's message quotes the value it could not decrypt: a value written in clear.
+		return nil, notEncrypted(file, data, cipher.failed)
 	}
 	stored, err := cipher.Decrypt(tree.Metadata.MessageAuthenticationCode, dataKey, tree.Metadata.LastModified.Format(time.RFC3339))
 	if err != nil {
@@ -151,9 +160,86 @@ func Decrypt(file string, data []byte, key *Key) ([]byte, error) {
 	}
 	out, err := store().EmitPlainFile(tree.Branches)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", file, err)
+		return nil, fmt.Errorf("%s: %s", file, redact.Quoted(err.Error()))
 	}
 	return out, nil
+}
+
+// pathRecorder remembers where the last value that did not decrypt is (SOPS's path of it, the
+// keys joined by ":"), which SOPS's own error does not say.
+type pathRecorder struct {
+	sops.Cipher
+	failed string
+}
+
+func (c *pathRecorder) Decrypt(ciphertext string, key []byte, additionalData string) (any, error) {
+	v, err := c.Cipher.Decrypt(ciphertext, key, additionalData)
+	if err != nil {
+		c.failed = additionalData
+	}
+	return v, err
+}
+
+// encryptedValue is the form of a value SOPS encrypted.
+const encryptedValue = "ENC[AES256_GCM,"
+
+// notEncrypted names the value of a SOPS file that does not decrypt: at path (SOPS's "a:b:",
+// "" when SOPS tried none: a number or boolean in clear), else the first value that is not in
+// SOPS's encrypted form. It names the file, line and key, never the value.
+func notEncrypted(file string, data []byte, path string) error {
+	var doc yamlv3.Node
+	_ = yamlv3.Unmarshal(data, &doc)
+	var want []string
+	if path != "" {
+		want = strings.Split(strings.TrimSuffix(path, ":"), ":")
+	}
+	if len(doc.Content) > 0 {
+		if keys, line, ok := clearValue(doc.Content[0], nil, want); ok {
+			return fmt.Errorf("%s:%d: %s: not encrypted (written in clear, or damaged): expected a value as SOPS encrypts it (%s...]); encrypt the file again with `bootstrap secrets encrypt` or sops (the value is not shown)",
+				file, line, strings.Join(keys, "."), encryptedValue)
+		}
+	}
+	return fmt.Errorf("%s: a value does not decrypt (written in clear, or damaged): encrypt the file again with `bootstrap secrets encrypt` or sops (the value is not shown)", file)
+}
+
+// clearValue finds, under n (at keys), the first scalar that is not in SOPS's encrypted form, on
+// the path want when it is given (SOPS's paths have no list indexes), outside SOPS's metadata.
+func clearValue(n *yamlv3.Node, keys, want []string) ([]string, int, bool) {
+	switch n.Kind {
+	case yamlv3.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i].Value
+			if len(keys) == 0 && k == "sops" {
+				continue
+			}
+			rest := want
+			if len(want) > 0 {
+				if want[0] != k {
+					continue
+				}
+				rest = want[1:]
+			}
+			if found, line, ok := clearValue(n.Content[i+1], append(slices.Clone(keys), k), rest); ok {
+				return found, line, true
+			}
+		}
+	case yamlv3.SequenceNode:
+		for i, item := range n.Content {
+			at := slices.Clone(keys)
+			if len(at) == 0 {
+				at = []string{""}
+			}
+			at[len(at)-1] += fmt.Sprintf("[%d]", i)
+			if found, line, ok := clearValue(item, at, want); ok {
+				return found, line, true
+			}
+		}
+	case yamlv3.ScalarNode:
+		if len(want) == 0 && !strings.HasPrefix(n.Value, encryptedValue) {
+			return keys, n.Line, true
+		}
+	}
+	return nil, 0, false
 }
 
 // dataKeyOf decrypts the file's data key with the age identities, as kustomize-controller's key
@@ -189,7 +275,8 @@ func Encrypt(file string, plain []byte, recipients []string) ([]byte, error) {
 	}
 	branches, err := store().LoadPlainFile(plain)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", file, err)
+		// The parser's message may quote the plain secrets.
+		return nil, fmt.Errorf("%s: not YAML: %s", file, redact.Quoted(err.Error()))
 	}
 	masters, err := sopsage.MasterKeysFromRecipients(strings.Join(recipients, ","))
 	if err != nil {
@@ -209,7 +296,7 @@ func Encrypt(file string, plain []byte, recipients []string) ([]byte, error) {
 	cipher := aes.NewCipher()
 	mac, err := tree.Encrypt(dataKey, cipher)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", file, err)
+		return nil, fmt.Errorf("%s: %s", file, redact.Quoted(err.Error()))
 	}
 	tree.Metadata.LastModified = time.Now().UTC()
 	if tree.Metadata.MessageAuthenticationCode, err = cipher.Encrypt(mac, dataKey, tree.Metadata.LastModified.Format(time.RFC3339)); err != nil {

@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -14,6 +16,7 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/rbacrules"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/schemas"
 	"cluster-init.dev/cluster-init/internal/values"
@@ -142,6 +145,14 @@ func (s *Schemas) EnvironmentAs(ctx context.Context, r *render.Renderer, repoRoo
 			afterPivot = res
 		}
 	}
+	if len(tenantCheckouts) > 0 && (afterPivot == nil || afterPivot.Settings.Source.Type != "git") {
+		kind := "none after the pivot"
+		if afterPivot != nil {
+			kind = fmt.Sprintf("%q", afterPivot.Settings.Source.Type)
+		}
+		problems.add("", fmt.Sprintf("--tenant %s: the environment's source is %s: its management cluster reads no tenant's directory (the tenants' directories are read from git): expected --tenant only for an environment with source.type git",
+			strings.Join(slices.Sorted(maps.Keys(tenantCheckouts)), ", "), kind))
+	}
 	if afterPivot != nil {
 		wl, clusters := workloadClusters(ctx, r, repoRoot, tenantCheckouts, afterPivot, validator, &problems)
 		reports = append(reports, wl...)
@@ -226,6 +237,25 @@ func workloadClusters(ctx context.Context, r *render.Renderer, repoRoot string, 
 		return nil, nil
 	}
 	var reports []Report
+	objs := make([]*unstructured.Unstructured, len(management.Objects))
+	for i, o := range management.Objects {
+		objs[i] = o.Object
+	}
+	rules := map[*workloads.Tenant]rbacrules.Rules{}
+	for _, o := range plan.Others {
+		t := o.Tenant
+		account, _, _ := unstructured.NestedString(t.Kustomization.Object, "spec", "serviceAccountName")
+		if _, ok := rules[t]; !ok {
+			rules[t] = rbacrules.Of(objs, t.Namespace, account)
+		}
+		if why := refusedWrite(validator, rules[t], fmt.Sprintf("the tenant's account (ServiceAccount %s/%s)", t.Namespace, account), o.Object); why != "" {
+			where := strings.TrimPrefix(t.Path, "./")
+			if o.File != "" {
+				where = fmt.Sprintf("%s:%d", o.File, o.Line)
+			}
+			problems.add("tenant "+t.Namespace, fmt.Sprintf("%s: %s %s: %s: kustomize-controller would apply none of the directory, and every workload cluster of the tenant would stop changing; expected HelmReleases of workload clusters only", where, o.Object.GetKind(), o.Object.GetName(), why))
+		}
+	}
 	for _, t := range plan.Tenants {
 		if t.Checkout == "" {
 			reports = append(reports, Report{Target: "tenant " + t.Namespace, Context: render.ContextWorkload,
@@ -236,6 +266,13 @@ func workloadClusters(ctx context.Context, r *render.Renderer, repoRoot string, 
 	for _, c := range plan.Clusters {
 		clusters = append(clusters, c.Tenant.Namespace+"/"+c.Name)
 		target := "workload cluster " + c.Tenant.Namespace + "/" + c.Name
+		// As the API server takes the HelmRelease: its metadata and its CRD's schema.
+		if errs := validator.Validate(ctx, c.Release); len(errs) > 0 {
+			for _, e := range errs {
+				problems.add(target, fmt.Sprintf("%s: HelmRelease %s: %v", c.File, c.Name, e))
+			}
+			continue
+		}
 		if err := plan.Admit(c); err != nil {
 			problems.add(target, err.Error())
 			continue
@@ -259,6 +296,24 @@ func workloadClusters(ctx context.Context, r *render.Renderer, repoRoot string, 
 		reports = append(reports, Report{Target: target, Context: render.ContextWorkload, Units: len(res.Graph.Order), Objects: len(res.Objects), Problems: problems.count(target) - before, Result: res})
 	}
 	return reports, clusters
+}
+
+// refusedWrite says why the API server would refuse obj from the account with rules (named by
+// account), or "": the account may write only what its Roles grant, and only kinds the API knows.
+func refusedWrite(validator *schemas.Validator, rules rbacrules.Rules, account string, obj *unstructured.Unstructured) string {
+	gvk := obj.GroupVersionKind()
+	resource, known := validator.Resource(gvk)
+	if !known {
+		return fmt.Sprintf("%s is no kind of the management cluster's API (neither built in nor defined by a CRD of its components)", gvk)
+	}
+	if rules.Allows(gvk.Group, resource, rbacrules.Writes...) {
+		return ""
+	}
+	name := resource
+	if gvk.Group != "" {
+		name += "." + gvk.Group
+	}
+	return fmt.Sprintf("%s may write %s, not %s", account, rules.Writable(), name)
 }
 
 func describe(o render.Object) string {

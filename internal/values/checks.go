@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
-	"net/url"
 	"slices"
 	"strings"
 
@@ -26,10 +25,12 @@ func Check(layers []Layer, merged map[string]any, s Settings, fallback Origin) P
 	c.versions(s)
 	c.rke2AirGapped(s)
 	c.context()
-	c.sourceURL()
+	c.credentialsInURLs()
 	c.urls()
 	c.notifications()
 	c.infrastructures(s)
+	c.tenants()
+	c.kubernetesVersions(s)
 	// A workload cluster's credentials are the management cluster's, given to its release in
 	// the cluster: offline, only an environment's own secrets can be checked.
 	if s.Cluster.Providers.Infrastructure == "capo" && s.Context != "workload" {
@@ -201,19 +202,6 @@ func (c *checker) context() {
 				c.problems = append(c.problems, Problem{Origin: Origin{File: l.File, Line: line, Secret: l.Secret}, Key: key,
 					Message: "is set by cluster-init for each cluster the release runs in: expected no such key in a values file"})
 			}
-		}
-	}
-}
-
-// sourceURL: the values are a ConfigMap; a password in the source URL would be stored there.
-func (c *checker) sourceURL() {
-	v, ok := c.str("source.url")
-	if !ok {
-		return
-	}
-	if u, err := url.Parse(v); err == nil && u.User != nil {
-		if _, hasPassword := u.User.Password(); hasPassword {
-			c.add("source.url", "carries a password: expected the URL without it, and the credentials in credentials.git of the secrets file")
 		}
 	}
 }

@@ -8,10 +8,12 @@
 package workloads
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,11 +24,11 @@ import (
 	yamlv3 "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"cluster-init.dev/cluster-init/internal/boundedfile"
 	"cluster-init.dev/cluster-init/internal/environment"
 	"cluster-init.dev/cluster-init/internal/kustomize"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/render"
-	"cluster-init.dev/cluster-init/internal/source"
 	"cluster-init.dev/cluster-init/internal/values"
 )
 
@@ -62,8 +64,23 @@ type Cluster struct {
 type Plan struct {
 	Tenants  []*Tenant
 	Clusters []*Cluster
-	policy   *policy
+	// Others are the objects of the tenants' directories that are no workload cluster: what the
+	// tenant's account may write decides whether the API server takes them.
+	Others []*Object
+	policy *policy
 }
+
+// Object is an object a tenant's directory builds, with where it is written.
+type Object struct {
+	Tenant *Tenant
+	// File and Line are where it is written, relative to its tenant's checkout ("" when not found).
+	File   string
+	Line   int
+	Object *unstructured.Unstructured
+}
+
+// releaseGroup is the API group of a workload cluster's HelmRelease.
+const releaseGroup = "helm.toolkit.fluxcd.io"
 
 // Read finds the tenants in a render of the management cluster (its workload-clusters unit) and
 // builds their directories: of the checkout at repoRoot, or, for a tenant with a repository of
@@ -84,29 +101,42 @@ func Read(ctx context.Context, repoRoot string, management *render.Result, tenan
 		}
 	}
 	if len(p.Tenants) == 0 {
+		if len(tenantCheckouts) > 0 {
+			return p, fmt.Errorf("checkouts of tenants' repositories were given (%s), but the management cluster has no tenant (workload_clusters.tenants, with a git source)", strings.Join(slices.Sorted(maps.Keys(tenantCheckouts)), ", "))
+		}
 		return p, nil
+	}
+	// What each tenant has in the render, looked up by its namespace: one pass over the objects,
+	// however many tenants there are.
+	sources := map[string]*unstructured.Unstructured{}
+	configMaps := map[[2]string]*unstructured.Unstructured{}
+	for _, o := range management.Objects {
+		switch o.Object.GetKind() {
+		case "GitRepository":
+			if ns, ok := o.Object.GetLabels()[names.TenantLabel]; ok {
+				sources[ns] = o.Object
+			}
+		case "ConfigMap":
+			configMaps[[2]string{o.Object.GetNamespace(), o.Object.GetName()}] = o.Object
+		}
 	}
 	for _, t := range p.Tenants {
 		t.Checkout = repoRoot
-		for _, o := range management.Objects {
-			if o.Object.GetKind() == "GitRepository" && o.Object.GetLabels()[names.TenantLabel] == t.Namespace {
-				t.Ignore, _, _ = unstructured.NestedString(o.Object.Object, "spec", "ignore")
-				if o.Object.GetLabels()[names.RepositoryLabel] == names.TenantRepository {
-					t.Repository, _, _ = unstructured.NestedString(o.Object.Object, "spec", "url")
-					t.Checkout = tenantCheckouts[t.Namespace]
-				}
+		if src := sources[t.Namespace]; src != nil {
+			t.Ignore, _, _ = unstructured.NestedString(src.Object, "spec", "ignore")
+			if src.GetLabels()[names.RepositoryLabel] == names.TenantRepository {
+				t.Repository, _, _ = unstructured.NestedString(src.Object, "spec", "url")
+				t.Checkout = tenantCheckouts[t.Namespace]
 			}
-			if o.Object.GetKind() == "ConfigMap" && o.Object.GetNamespace() == t.Namespace && o.Object.GetName() == names.TenantParamsConfigMap {
-				t.Params = o.Object
+		}
+		t.Params = configMaps[[2]string{t.Namespace, names.TenantParamsConfigMap}]
+		if cm := configMaps[[2]string{t.Namespace, names.TenantPlatformConfigMap}]; cm != nil {
+			data, _, _ := unstructured.NestedString(cm.Object, "data", names.ValuesKey)
+			l, err := values.ParseLayer(fmt.Sprintf("(values the workload clusters of %s share: ConfigMap %s/%s)", t.Namespace, t.Namespace, names.TenantPlatformConfigMap), []byte(data), false)
+			if err != nil {
+				return nil, err
 			}
-			if o.Object.GetKind() == "ConfigMap" && o.Object.GetNamespace() == t.Namespace && o.Object.GetName() == names.TenantPlatformConfigMap {
-				data, _, _ := unstructured.NestedString(o.Object.Object, "data", names.ValuesKey)
-				l, err := values.ParseLayer(fmt.Sprintf("(values the workload clusters of %s share: ConfigMap %s/%s)", t.Namespace, t.Namespace, names.TenantPlatformConfigMap), []byte(data), false)
-				if err != nil {
-					return nil, err
-				}
-				t.Platform = l
-			}
+			t.Platform = l
 		}
 	}
 	if p.policy, err = compilePolicy(policy); err != nil {
@@ -126,34 +156,31 @@ func Read(ctx context.Context, repoRoot string, management *render.Result, tenan
 		if t.Checkout == "" {
 			continue
 		}
-		repoRoot := t.Checkout
-		dir := filepath.Join(repoRoot, filepath.Clean(t.Path))
-		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-			continue // no workload cluster committed yet
-		}
-		built, leftOut, err := buildArtifact(ctx, repoRoot, t)
+		built, files, unread, err := buildArtifact(ctx, t)
+		problems = append(problems, unread...)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", strings.TrimPrefix(t.Path, "./"), err))
 			continue
 		}
-		for _, f := range leftOut {
-			problems = append(problems, fmt.Sprintf("%s: never read: a tenant's directory is plain manifests, which the platform lists itself (its source leaves out every kustomization file: no remote resource, generator or path out of the directory); expected HelmRelease files only", f))
+		if files == nil {
+			continue
 		}
-		files, err := releaseFiles(repoRoot, dir)
+		docs, err := documents(files)
 		if err != nil {
 			return nil, err
 		}
 		for _, obj := range built {
-			if obj.GetKind() != "HelmRelease" {
+			d, found := docs[obj.GetKind()+"/"+obj.GetName()]
+			if obj.GetKind() != "HelmRelease" || obj.GroupVersionKind().Group != releaseGroup {
+				p.Others = append(p.Others, &Object{Tenant: t, File: d.file, Line: d.line, Object: obj})
 				continue
 			}
 			c := &Cluster{Name: obj.GetName(), Tenant: t, Release: obj}
-			f, ok := files[obj.GetName()]
-			if !ok {
+			if !found {
 				problems = append(problems, fmt.Sprintf("%s: HelmRelease %s: not found in a file of the directory", t.Path, obj.GetName()))
 				continue
 			}
-			c.File, c.Values = f.file, f.values
+			c.File, c.Values = d.file, d.values
 			p.Clusters = append(p.Clusters, c)
 		}
 	}
@@ -165,76 +192,64 @@ func Read(ctx context.Context, repoRoot string, management *render.Result, tenan
 }
 
 // buildArtifact builds a tenant's Kustomization as kustomize-controller does: from its artifact,
-// the files of its directory of the checkout that the ignore rules of its source keep (as
-// source-controller applies them). leftOut are the manifests and kustomization files of the
-// directory that the rules leave out, relative to the checkout.
-func buildArtifact(ctx context.Context, repoRoot string, t *Tenant) (objs []*unstructured.Unstructured, leftOut []string, err error) {
-	snap, err := os.MkdirTemp("", "cluster-init-tenant-")
-	if err != nil {
-		return nil, nil, err
-	}
-	defer os.RemoveAll(snap)
+// the files of its directory of its checkout that the ignore rules of its source keep (as
+// source-controller applies them), read within the bounds of a manifest (boundedfile). files are
+// the manifests read, by path relative to the checkout; unread says what of the directory the
+// cluster never reads: the manifests and kustomization files the rules leave out, and the links
+// and special files source-controller leaves out of every artifact.
+func buildArtifact(ctx context.Context, t *Tenant) (objs []*unstructured.Unstructured, files *boundedfile.Tree, unread []string, err error) {
 	ignored := sourceignore.NewDefaultMatcher(sourceignore.ReadPatterns(strings.NewReader(t.Ignore), nil), nil)
-	rel := filepath.Clean(t.Path)
-	err = filepath.WalkDir(filepath.Join(repoRoot, rel), func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		r, err := filepath.Rel(repoRoot, path)
-		if err != nil {
-			return err
-		}
-		if r != "." && ignored.Match(strings.Split(filepath.ToSlash(r), "/"), e.IsDir()) {
-			if e.IsDir() {
-				return filepath.SkipDir
+	rel := filepath.ToSlash(filepath.Clean(t.Path))
+	files, err = boundedfile.ReadTree(t.Checkout, rel, boundedfile.Manifest, func(r string, e fs.DirEntry) boundedfile.Choice {
+		if r != "." && ignored.Match(strings.Split(r, "/"), e.IsDir()) {
+			if !e.IsDir() && boundedfile.IsManifest(r) {
+				unread = append(unread, fmt.Sprintf("%s: never read: a tenant's directory is plain manifests, which the platform lists itself (its source leaves out every kustomization file: no remote resource, generator or path out of the directory); expected HelmRelease files only", r))
 			}
-			if ext := filepath.Ext(r); ext == ".yaml" || ext == ".yml" || e.Name() == "Kustomization" {
-				leftOut = append(leftOut, filepath.ToSlash(r))
-			}
-			return nil
+			return boundedfile.Skip
 		}
-		if e.IsDir() || !e.Type().IsRegular() {
-			return nil
+		if !e.IsDir() && !boundedfile.IsManifest(r) {
+			return boundedfile.Skip // kustomize-controller lists only the manifests of the directory
 		}
-		if err := os.MkdirAll(filepath.Join(snap, filepath.Dir(r)), 0o755); err != nil {
-			return err
-		}
-		return source.CopyTree(path, filepath.Join(snap, r))
+		return boundedfile.Read
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("the workload clusters of the checkout: %w", err)
+		return nil, nil, []string{err.Error()}, nil // names the file, or the bound
+	}
+	for _, e := range files.Unread {
+		unread = append(unread, e.Error())
+	}
+	if len(files.Files) == 0 {
+		return nil, files, unread, nil // nothing of the directory is in the artifact
+	}
+	snap, err := os.MkdirTemp("", "cluster-init-tenant-")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer os.RemoveAll(snap)
+	if err := files.Write(snap); err != nil {
+		return nil, nil, nil, err
 	}
 	b, err := kustomize.NewBuilder(snap)
 	if err != nil {
-		return nil, nil, err
-	}
-	if _, err := os.Stat(filepath.Join(snap, rel)); errors.Is(err, fs.ErrNotExist) {
-		return nil, leftOut, nil // nothing of the directory is in the artifact
+		return nil, nil, nil, err
 	}
 	objs, err = b.Build(ctx, t.Kustomization)
-	return objs, leftOut, err
+	return objs, files, unread, err
 }
 
-type releaseFile struct {
+// document is where an object of a tenant's directory is written; for a HelmRelease, with the
+// lines of its values.
+type document struct {
 	file   string
+	line   int
 	values values.Layer
 }
 
-// releaseFiles finds the HelmRelease documents of a tenant's directory, by name, with the lines of
-// their values.
-func releaseFiles(repoRoot, dir string) (map[string]releaseFile, error) {
-	out := map[string]releaseFile{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || (!strings.HasSuffix(path, ".yaml") && !strings.HasSuffix(path, ".yml")) {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(repoRoot, path)
-		rel = filepath.ToSlash(rel)
-		dec := yamlv3.NewDecoder(strings.NewReader(string(data)))
+// documents finds the objects of a tenant's directory (the files its build read), by kind/name.
+func documents(files *boundedfile.Tree) (map[string]document, error) {
+	out := map[string]document{}
+	for _, rel := range files.Order {
+		dec := yamlv3.NewDecoder(bytes.NewReader(files.Files[rel]))
 		for {
 			var doc yamlv3.Node
 			if err := dec.Decode(&doc); err != nil {
@@ -249,22 +264,20 @@ func releaseFiles(repoRoot, dir string) (map[string]releaseFile, error) {
 					Name string `yaml:"name"`
 				} `yaml:"metadata"`
 			}
-			if doc.Content[0].Decode(&head) != nil || head.Kind != "HelmRelease" {
+			if doc.Content[0].Decode(&head) != nil {
 				continue
 			}
-			var l values.Layer
-			if node := child(doc.Content[0], "spec", "values"); node != nil {
-				if l, err = values.NodeLayer(rel, node, false); err != nil {
-					return err
+			d := document{file: rel, line: doc.Content[0].Line, values: values.FromMap(rel, map[string]any{})}
+			if node := child(doc.Content[0], "spec", "values"); node != nil && head.Kind == "HelmRelease" {
+				var err error
+				if d.values, err = values.NodeLayer(rel, node, false); err != nil {
+					return nil, err
 				}
-			} else {
-				l = values.FromMap(rel, map[string]any{})
 			}
-			out[head.Metadata.Name] = releaseFile{file: rel, values: l}
+			out[head.Kind+"/"+head.Metadata.Name] = d
 		}
-		return nil
-	})
-	return out, err
+	}
+	return out, nil
 }
 
 func child(n *yamlv3.Node, path ...string) *yamlv3.Node {

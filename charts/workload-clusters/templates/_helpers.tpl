@@ -14,6 +14,14 @@ Input: (list $root $tenant).
 {{- end -}}
 
 {{/*
+workload-clusters.repositoryKey: a repository's URL as the tenants' rules compare it: two URLs that
+differ only by case, a trailing slash or .git are the same repository. Input: the URL.
+*/}}
+{{- define "workload-clusters.repositoryKey" -}}
+{{- . | trimSuffix "/" | trimSuffix ".git" | lower -}}
+{{- end -}}
+
+{{/*
 workload-clusters.labels: the labels of every object of this chart. cluster-init.dev/platform marks
 what the platform keeps in a tenant's namespace: the builder account may not change or delete it.
 */}}
