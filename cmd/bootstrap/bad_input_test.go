@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -99,7 +100,7 @@ var badValues = []struct {
 	// Files.
 	{"a second YAML document", "cluster:\n  name: a\n---\ncluster:\n  name: b\n", []string{":3: a second YAML document", "expected one document"}},
 	{"a byte that is not UTF-8", "cluster:\n  name: \"caf\xe9\"\n", []string{":2: column 13: not UTF-8", "expected a YAML file in UTF-8"}},
-	{"a YAML alias bomb", aliasBomb, []string{"aliases", "expand to more than", "expected plain values"}},
+	{"a YAML alias bomb", testenv.AliasBomb, []string{"aliases", "expand to more than", "expected plain values"}},
 	{"a file too large for a ConfigMap", "# " + strings.Repeat("x", 600<<10) + "\n", []string{"larger than 512 KiB", "expected a values file"}},
 	{"a YAML syntax error", "cluster:\n  name: [unclosed\n", []string{"invalid YAML", "did not find expected"}},
 	{"a list at the top", "- a\n- b\n", []string{":1: expected a map of values at the top level"}},
@@ -149,17 +150,6 @@ func TestBadTenantsAreRefusedWithTheirFileAndKey(t *testing.T) {
 // gitSource makes the management cluster read its tenants from git: the chart's checks between
 // tenants run (3 lines).
 const gitSource = "source:\n  type: git\n  url: https://git.example.invalid/platform.git\n"
-
-const aliasBomb = `a: &a ["x","x","x","x","x","x","x","x","x"]
-b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
-c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
-d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
-e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
-f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
-g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
-h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
-i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
-`
 
 // Every bad input is refused by `bootstrap ENV` in its first phase, before any cluster exists
 // (the state directory stays empty), with one message that names the file, the key and what was
@@ -226,7 +216,7 @@ func TestBadEnvironmentFilesAreNamed(t *testing.T) {
 			[]string{"secrets.yaml:3: credentials.openstack.clouds_yaml", "2 clouds: the clusters of tenant workload-clusters are given this clouds.yaml as it is"}, ""},
 		{"a values file that is not UTF-8", "values.yaml", "cluster:\n  name: \"caf\xe9\"\n", []string{"values.yaml:2: column 13: not UTF-8"}, ""},
 		{"a secrets file too large", "secrets.yaml", "# " + strings.Repeat("x", 600<<10) + "\n", []string{"secrets.yaml", "larger than 512 KiB"}, ""},
-		{"an alias bomb in an encrypted secrets file", "secrets.yaml", aliasBomb + "sops:\n  mac: ENC[AES256_GCM,data:x,iv:x,tag:x,type:str]\n", []string{"secrets.yaml: its YAML aliases (*name) expand to more than 100000 values"}, ""},
+		{"an alias bomb in an encrypted secrets file", "secrets.yaml", testenv.AliasBomb + "sops:\n  mac: ENC[AES256_GCM,data:x,iv:x,tag:x,type:str]\n", []string{"secrets.yaml: its YAML aliases (*name) expand to more than 100000 values"}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -266,8 +256,8 @@ func TestPathsThatAreNotEnvironments(t *testing.T) {
 }
 
 // checkoutCopy is a checkout of its own (the source snapshot copies files, not links), without
-// the Go code, that a test may write into.
-func checkoutCopy(t *testing.T) string {
+// the Go code and the top-level entries of skip, that a test may write into.
+func checkoutCopy(t *testing.T, skip ...string) string {
 	t.Helper()
 	src := testenv.Checkout(t)
 	root := t.TempDir()
@@ -277,7 +267,7 @@ func checkoutCopy(t *testing.T) string {
 	}
 	for _, e := range entries {
 		switch name := e.Name(); {
-		case name == ".git" || name == "cmd" || name == "internal" || name == "api":
+		case name == ".git" || name == "cmd" || name == "internal" || name == "api" || slices.Contains(skip, name):
 		case e.IsDir():
 			if err := os.CopyFS(filepath.Join(root, name), os.DirFS(filepath.Join(src, name))); err != nil {
 				t.Fatal(err)
@@ -328,10 +318,10 @@ func TestHostileFilesAreRefusedWithinBounds(t *testing.T) {
 		sparse map[string]int64
 		want   []string
 	}{
-		{name: "an alias bomb in a cluster's file", files: map[string]string{tenantDir + "bomb/cluster.yaml": aliasBomb},
+		{name: "an alias bomb in a cluster's file", files: map[string]string{tenantDir + "bomb/cluster.yaml": testenv.AliasBomb},
 			want: []string{tenantDir + "bomb/cluster.yaml: its YAML aliases (*name) expand to more than 100000 values: expected plain values"}},
 		{name: "an alias bomb in an application's file", files: map[string]string{
-			"clusters/management/apps/bomb/kustomization.yaml": "resources: [application.yaml]\n", "clusters/management/apps/bomb/application.yaml": aliasBomb},
+			"clusters/management/apps/bomb/kustomization.yaml": "resources: [application.yaml]\n", "clusters/management/apps/bomb/application.yaml": testenv.AliasBomb},
 			want: []string{"clusters/management/apps/bomb/application.yaml: its YAML aliases (*name) expand to more than 100000 values"}},
 		{name: "a cluster's file that is a link to /dev/zero", links: map[string]string{tenantDir + "zero.yaml": "/dev/zero"},
 			want: []string{tenantDir + "zero.yaml: a symbolic link: source-controller leaves links out of the repository's artifact", "expected a regular file"}},

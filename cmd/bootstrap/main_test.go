@@ -151,30 +151,7 @@ func TestValidateReportsAProblemOnceAndNoInvalidTargetAsValid(t *testing.T) {
 // validate --all checks every environment of the checkout: one broken environment is named with
 // its problem, the others are still checked and reported, and the command fails.
 func TestValidateAllChecksEveryEnvironment(t *testing.T) {
-	src := testenv.Checkout(t)
-	root := t.TempDir()
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A checkout of its own (the source snapshot copies files, not links), without the Go code.
-	for _, e := range entries {
-		switch name := e.Name(); {
-		case name == ".git" || name == "environment-values" || name == "cmd" || name == "internal":
-		case e.IsDir():
-			if err := os.CopyFS(filepath.Join(root, name), os.DirFS(filepath.Join(src, name))); err != nil {
-				t.Fatal(err)
-			}
-		default:
-			data, err := os.ReadFile(filepath.Join(src, name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(root, name), data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	root := checkoutCopy(t, "environment-values")
 	envs := filepath.Join(root, "environment-values")
 	for name, edit := range map[string]func(file string, data []byte) []byte{
 		"good":       func(_ string, data []byte) []byte { return data },

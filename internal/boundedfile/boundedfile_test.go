@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"cluster-init.dev/cluster-init/internal/boundedfile"
+	"cluster-init.dev/cluster-init/internal/testenv"
 )
 
 func write(t *testing.T, path, content string) string {
@@ -117,17 +118,6 @@ func TestAFileOfACheckoutStaysInIt(t *testing.T) {
 	}
 }
 
-const aliasBomb = `a: &a ["x","x","x","x","x","x","x","x","x"]
-b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
-c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
-d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
-e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
-f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
-g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
-h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
-i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
-`
-
 // The bytes of a manifest are checked for what their parse would cost, apart from how they were
 // read: aliases that expand, documents, depth, size. A large plain file is no bomb.
 func TestCheckManifest(t *testing.T) {
@@ -138,8 +128,8 @@ func TestCheckManifest(t *testing.T) {
 	deep := strings.Repeat("[", boundedfile.MaxDepth+1) + strings.Repeat("]", boundedfile.MaxDepth+1) + "\n"
 	self := "a: &a\n  b: *a\n"
 	for _, c := range []struct{ name, data, want string }{
-		{"an alias bomb", aliasBomb, "f.yaml: its YAML aliases (*name) expand to more than 100000 values: expected plain values"},
-		{"an alias bomb in a later document", "a: b\n---\n" + aliasBomb, "expand to more than"},
+		{"an alias bomb", testenv.AliasBomb, "f.yaml: its YAML aliases (*name) expand to more than 100000 values: expected plain values"},
+		{"an alias bomb in a later document", "a: b\n---\n" + testenv.AliasBomb, "expand to more than"},
 		{"an alias of its own anchor", self, "expand to more than"},
 		{"too deep", deep, "f.yaml: nests deeper than 128 levels"},
 		{"too many documents", strings.Repeat("a: b\n---\n", 1001), "f.yaml:2000: more than 1000 YAML documents"},
@@ -212,7 +202,7 @@ func TestReadTree(t *testing.T) {
 
 	// Bounds: a file too large, too many files, a bomb.
 	write(t, filepath.Join(root, "big/x.yaml"), strings.Repeat("#", 300<<10))
-	write(t, filepath.Join(root, "bomb/x.yaml"), aliasBomb)
+	write(t, filepath.Join(root, "bomb/x.yaml"), testenv.AliasBomb)
 	for i := range boundedfile.MaxTreeFiles + 1 {
 		write(t, filepath.Join(root, "many", fmt.Sprintf("%05d.yaml", i)), "a: 1\n")
 	}

@@ -398,14 +398,41 @@ func TestTheAPIServerHoldsATenantToItsClusters(t *testing.T) {
 }
 
 // keepsWhatItsControllerSet: an update of the builder's Cluster keeps the endpoint Cluster API
-// set, and may not change it.
+// set, and may not change it; an update of its DockerCluster keeps the load balancer and endpoint
+// CAPD's controller wrote (its DevCluster round trip), and may not set or change them.
 func (tb *tenantTestbed) keepsWhatItsControllerSet(t *testing.T) {
 	t.Helper()
-	var cluster *unstructured.Unstructured
+	var cluster, docker *unstructured.Unstructured
 	for _, d := range tb.definitions {
-		if d.GetKind() == "Cluster" {
+		switch d.GetKind() {
+		case "Cluster":
 			cluster = d.DeepCopy()
+		case "DockerCluster":
+			docker = d.DeepCopy()
 		}
+	}
+	// As CAPD's controller writes it back.
+	byCAPD := docker.DeepCopy()
+	_ = unstructured.SetNestedMap(byCAPD.Object, map[string]any{}, "spec", "loadBalancer")
+	_ = unstructured.SetNestedMap(byCAPD.Object, map[string]any{"host": "172.18.0.9", "port": int64(6443)}, "spec", "controlPlaneEndpoint")
+	if err := tb.c.Client.Create(t.Context(), byCAPD.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.do(t, "update", builderA, byCAPD.DeepCopy()); err != nil {
+		t.Errorf("DockerCluster %s updated with what CAPD set: %v", docker.GetName(), err)
+	}
+	changed := byCAPD.DeepCopy()
+	_ = unstructured.SetNestedMap(changed.Object, map[string]any{"customHAProxyConfigTemplateRef": map[string]any{"name": "mine"}}, "spec", "loadBalancer")
+	if err := tb.do(t, "update", builderA, changed); err == nil || !strings.Contains(err.Error(), "spec.loadBalancer") {
+		t.Errorf("DockerCluster %s updated with a load balancer of the build's: %v", docker.GetName(), err)
+	}
+	if err := tb.do(t, "", builderA, func() *unstructured.Unstructured {
+		o := byCAPD.DeepCopy()
+		o.SetName(o.GetName() + "x")
+		o.SetResourceVersion("")
+		return o
+	}()); err == nil || !strings.Contains(err.Error(), "spec.loadBalancer") {
+		t.Errorf("a DockerCluster created with a load balancer: %v", err)
 	}
 	_ = unstructured.SetNestedMap(cluster.Object, map[string]any{"host": "172.18.0.9", "port": int64(6443)}, "spec", "controlPlaneEndpoint")
 	if err := tb.c.Client.Create(t.Context(), cluster.DeepCopy()); err != nil {

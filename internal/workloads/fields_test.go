@@ -22,8 +22,6 @@ import (
 // shardLabel is the label of the Flux controller shard of a tenant's Flux objects.
 const shardLabel = "sharding.fluxcd.io/key"
 
-
-
 // asApplied is a rendered object as its controller writes it into the tenant's namespace ns:
 // without the annotations of this project's render (which no controller writes), with the
 // labels and annotations Flux and Helm give it.
