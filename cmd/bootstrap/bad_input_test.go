@@ -319,7 +319,7 @@ func TestHostileFilesAreRefusedWithinBounds(t *testing.T) {
 		want   []string
 	}{
 		{name: "an alias bomb in a cluster's file", files: map[string]string{tenantDir + "bomb/cluster.yaml": testenv.AliasBomb},
-			want: []string{tenantDir + "bomb/cluster.yaml: its YAML aliases (*name) expand to more than 100000 values: expected plain values"}},
+			want: []string{tenantDir + "bomb/cluster.yaml: its YAML aliases (*name) expand to more than 100000 values in the directory: expected plain values"}},
 		{name: "an alias bomb in an application's file", files: map[string]string{
 			"clusters/management/apps/bomb/kustomization.yaml": "resources: [application.yaml]\n", "clusters/management/apps/bomb/application.yaml": testenv.AliasBomb},
 			want: []string{"clusters/management/apps/bomb/application.yaml: its YAML aliases (*name) expand to more than 100000 values"}},

@@ -30,6 +30,8 @@ type Kind struct {
 	// YAML: the file is YAML, checked for aliases, depth, and at most MaxDocuments documents.
 	YAML         bool
 	MaxDocuments int
+	// MaxTreeBytes bounds a directory of such files, when less than MaxTreeBytes.
+	MaxTreeBytes int
 }
 
 // The kinds of files the CLI reads.
@@ -39,7 +41,9 @@ var (
 		Why: "it is stored in a ConfigMap or Secret, at most 1 MiB with everything else in it"}
 	// Manifest is a file of a tenant's directory or of the applications' directory: a
 	// workload cluster's HelmRelease, an Application, their kustomization.
-	Manifest = Kind{Name: "a manifest file", MaxBytes: 256 << 10, YAML: true, MaxDocuments: 1000,
+	// Its directory holds at most 4 MiB: kustomize-controller builds it whole, and holds tens of
+	// times its size in memory (a tenant's shard has 512 MiB).
+	Manifest = Kind{Name: "a manifest file", MaxBytes: 256 << 10, YAML: true, MaxDocuments: 1000, MaxTreeBytes: 4 << 20,
 		Why: "a workload cluster's or an application's file is a few KiB; 256 KiB is what the API server allows of an object's annotations"}
 	// PlacedManifest is a file of an application's manifests (spec.path), which may hold CRDs.
 	PlacedManifest = Kind{Name: "a manifest file of an application", MaxBytes: 3 << 20, YAML: true, MaxDocuments: 1000,

@@ -128,9 +128,10 @@ func TestCheckManifest(t *testing.T) {
 	deep := strings.Repeat("[", boundedfile.MaxDepth+1) + strings.Repeat("]", boundedfile.MaxDepth+1) + "\n"
 	self := "a: &a\n  b: *a\n"
 	for _, c := range []struct{ name, data, want string }{
-		{"an alias bomb", testenv.AliasBomb, "f.yaml: its YAML aliases (*name) expand to more than 100000 values: expected plain values"},
+		{"an alias bomb", testenv.AliasBomb, "f.yaml: its YAML aliases (*name) expand to more than 100000 values in the file: expected plain values"},
 		{"an alias bomb in a later document", "a: b\n---\n" + testenv.AliasBomb, "expand to more than"},
 		{"an alias of its own anchor", self, "expand to more than"},
+		{"documents each within the bound, past it together", strings.Repeat(smallBomb+"---\n", 3), "expand to more than 100000 values in the file"},
 		{"too deep", deep, "f.yaml: nests deeper than 128 levels"},
 		{"too many documents", strings.Repeat("a: b\n---\n", 1001), "f.yaml:2000: more than 1000 YAML documents"},
 		{"too large", "# " + strings.Repeat("x", 300<<10), "f.yaml: larger than 256 KiB: expected a manifest file"},
@@ -214,5 +215,49 @@ func TestReadTree(t *testing.T) {
 		if _, err := boundedfile.ReadTree(root, dir, boundedfile.Manifest, nil); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: got %v, want %q", dir, err, want)
 		}
+	}
+}
+
+// smallBomb is a document whose aliases add about 44,000 values: within the bound alone.
+var smallBomb = func() string {
+	doc := "a: &a [x,x,x,x,x,x,x,x,x,x,x,x,x,x]\n"
+	for i, prev := 1, "a"; i <= 3; i++ {
+		name := string(rune('a' + i))
+		doc += name + ": &" + name + " [" + strings.TrimSuffix(strings.Repeat("*"+prev+",", 14), ",") + "]\n"
+		prev = name
+	}
+	return doc
+}()
+
+// Files of a directory each within the bound are refused when their aliases add up past it: the
+// directory is built in one process.
+func TestADirectorysAliasesAddUp(t *testing.T) {
+	if err := boundedfile.CheckManifest("one.yaml", []byte(smallBomb)); err != nil {
+		t.Fatalf("one small bomb alone: %v", err)
+	}
+	root := t.TempDir()
+	for i := range 3 {
+		if err := os.WriteFile(filepath.Join(root, fmt.Sprintf("f%d.yaml", i)), []byte(smallBomb), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := boundedfile.ReadTree(root, ".", boundedfile.Manifest, nil)
+	if err == nil || !strings.Contains(err.Error(), "f2.yaml: its YAML aliases (*name) expand to more than 100000 values in the directory") {
+		t.Errorf("three small bombs in a directory: %v", err)
+	}
+}
+
+// A directory of manifests holds at most 4 MiB: kustomize holds tens of times that in memory.
+func TestADirectoryOfManifestsIsBoundedWhole(t *testing.T) {
+	root := t.TempDir()
+	file := strings.Repeat("# plain\n", 200<<10/8)
+	for i := range 25 {
+		if err := os.WriteFile(filepath.Join(root, fmt.Sprintf("f%02d.yaml", i)), []byte(file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := boundedfile.ReadTree(root, ".", boundedfile.Manifest, nil)
+	if err == nil || !strings.Contains(err.Error(), "more than 4 MiB of files") {
+		t.Errorf("25 files of 200 KiB: %v", err)
 	}
 }

@@ -11,11 +11,20 @@ import (
 )
 
 // MaxTreeFiles and MaxTreeBytes bound what one walk of a directory reads: a directory of
-// workload clusters or applications holds tens of files, not thousands.
+// workload clusters or applications holds tens of files, not thousands. A kind of file may bound
+// its directories further (Kind.TreeBytes).
 const (
 	MaxTreeFiles = 2000
 	MaxTreeBytes = 32 << 20
 )
+
+// TreeBytes is the most a directory of files of kind k may hold in all.
+func (k Kind) TreeBytes() int {
+	if k.MaxTreeBytes > 0 {
+		return k.MaxTreeBytes
+	}
+	return MaxTreeBytes
+}
 
 // Tree is what ReadTree read of a directory.
 type Tree struct {
@@ -42,8 +51,8 @@ const (
 )
 
 // ReadTree reads the regular files under dir (relative to root) that sel keeps (nil: all), each
-// with the bounds of k, at most MaxTreeFiles files and MaxTreeBytes bytes in all; manifests
-// (IsManifest) are checked as k (Kind.Check). A link, a device, a FIFO or a socket that sel keeps
+// with the bounds of k, at most MaxTreeFiles files and k.TreeBytes bytes in all; manifests
+// (IsManifest) are checked as k (Kind.CheckIn), their aliases against one budget for all. A link, a device, a FIFO or a socket that sel keeps
 // is never opened: it is one of Tree.Unread, as is dir itself when it is a link. More than a
 // bound is an error.
 func ReadTree(root, dir string, k Kind, sel Select) (*Tree, error) {
@@ -62,6 +71,7 @@ func ReadTree(root, dir string, k Kind, sel Select) (*Tree, error) {
 		return t, nil
 	}
 	total := 0
+	budget := NewBudget("the directory")
 	err = fs.WalkDir(r.FS(), start, func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -89,11 +99,11 @@ func ReadTree(root, dir string, k Kind, sel Select) (*Tree, error) {
 		if err != nil {
 			return err
 		}
-		if total += len(data); total > MaxTreeBytes {
-			return fmt.Errorf("%s: more than %d MiB of files: expected a directory of at most %d MiB", start, MaxTreeBytes>>20, MaxTreeBytes>>20)
+		if total += len(data); total > k.TreeBytes() {
+			return fmt.Errorf("%s: more than %d MiB of files: expected a directory of at most %d MiB", start, k.TreeBytes()>>20, k.TreeBytes()>>20)
 		}
 		if IsManifest(rel) {
-			if err := k.Check(rel, data); err != nil {
+			if err := k.CheckIn(rel, data, budget); err != nil {
 				return err
 			}
 		}

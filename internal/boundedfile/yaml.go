@@ -25,9 +25,26 @@ const MaxDepth = 128
 // its line.
 func CheckManifest(name string, data []byte) error { return Manifest.Check(name, data) }
 
+// Budget is what the YAML aliases of several documents may add together once expanded: a
+// directory is parsed whole (kustomize-controller builds every file of a tenant's directory in
+// one process), so a bound per document or per file would let many small bombs add up.
+type Budget struct {
+	left int
+	// scope says what shares the budget, in messages ("the file", "the directory").
+	scope string
+}
+
+// NewBudget is a budget of MaxAliasNodes values for what scope names.
+func NewBudget(scope string) *Budget { return &Budget{left: MaxAliasNodes, scope: scope} }
+
 // Check checks bytes already read as a file of kind k: its size and, for YAML, its documents,
-// aliases and depth.
+// aliases (all its documents together) and depth.
 func (k Kind) Check(name string, data []byte) error {
+	return k.CheckIn(name, data, NewBudget("the file"))
+}
+
+// CheckIn is Check with the aliases of the file counted against b, shared with other files.
+func (k Kind) CheckIn(name string, data []byte, b *Budget) error {
 	if err := k.CheckSize(name, data); err != nil {
 		return err
 	}
@@ -54,7 +71,7 @@ func (k Kind) Check(name string, data []byte) error {
 			}
 			return fmt.Errorf("%s:%d: more than %d YAML documents: expected %s of at most %d", name, doc.Line, k.MaxDocuments, k.Name, k.MaxDocuments)
 		}
-		if err := CheckNode(&doc); err != nil {
+		if err := b.check(&doc); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
@@ -68,16 +85,22 @@ func HasContent(doc *yamlv3.Node) bool {
 // CheckNode checks one parsed YAML node (a document, or a part of one): what its aliases add once
 // expanded (at most MaxAliasNodes values) and how deep it nests, aliases followed (at most
 // MaxDepth). It costs a walk of the nodes as written, whatever they expand to.
-func CheckNode(n *yamlv3.Node) error {
-	limit := written(n) + MaxAliasNodes
+func CheckNode(n *yamlv3.Node) error { return NewBudget("the document").check(n) }
+
+// check checks n within what is left of b, and takes what its aliases add from it.
+func (b *Budget) check(n *yamlv3.Node) error {
+	w := written(n)
+	limit := w + b.left
 	m := measurer{limit: limit, memo: map[*yamlv3.Node]cost{}}
 	c := m.measure(n)
 	if c.nodes > limit {
-		return fmt.Errorf("its YAML aliases (*name) expand to more than %d values: expected plain values", MaxAliasNodes)
+		b.left = 0
+		return fmt.Errorf("its YAML aliases (*name) expand to more than %d values in %s: expected plain values", MaxAliasNodes, b.scope)
 	}
 	if c.depth > MaxDepth {
 		return fmt.Errorf("nests deeper than %d levels of maps and lists: expected at most %d", MaxDepth, MaxDepth)
 	}
+	b.left -= c.nodes - w
 	return nil
 }
 

@@ -23,8 +23,9 @@ type Bounds struct {
 	// FileBytes bounds one file, TotalBytes all of them uncompressed.
 	FileBytes, TotalBytes int64
 	// CheckManifest checks a manifest file's bytes (its YAML documents, aliases and depth), as the
-	// CLI checks the same files before a commit. name is the file's path in the artifact.
-	CheckManifest func(name string, data []byte) error
+	// CLI checks the same files before a commit, the aliases of every manifest of the directory
+	// against one budget. name is the file's path in the artifact.
+	CheckManifest func(name string, data []byte, budget *boundedfile.Budget) error
 }
 
 // Summary is what a checked directory holds.
@@ -60,6 +61,7 @@ func Check(tarball []byte, b Bounds) (Summary, error) {
 		return s, fmt.Errorf("read the artifact: %w", err)
 	}
 	tr := tar.NewReader(gz)
+	budget := boundedfile.NewBudget("the directory")
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -101,7 +103,7 @@ func Check(tarball []byte, b Bounds) (Summary, error) {
 			continue
 		}
 		s.Manifests++
-		if err := b.CheckManifest(name, data); err != nil {
+		if err := b.CheckManifest(name, data, budget); err != nil {
 			return s, &RefusedError{Reason: err.Error()}
 		}
 	}

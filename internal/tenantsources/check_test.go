@@ -5,8 +5,11 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"cluster-init.dev/cluster-init/internal/boundedfile"
 )
 
 // entry is one entry of a test artifact.
@@ -60,7 +63,7 @@ var errBomb = errors.New("bomb.yaml: its YAML aliases expand to more than 100000
 
 func testBounds() Bounds {
 	b := DefaultBounds()
-	b.CheckManifest = func(name string, data []byte) error {
+	b.CheckManifest = func(name string, data []byte, _ *boundedfile.Budget) error {
 		if strings.Contains(string(data), "*a") {
 			return errBomb
 		}
@@ -145,6 +148,37 @@ func TestTheGateRefusesWhatValidateRefuses(t *testing.T) {
 		{"x/big.yaml", "# " + strings.Repeat("x", 300<<10) + "\n", "x/big.yaml: 307203 bytes: expected a file of at most 262144"},
 	} {
 		_, err := Check(tarball(t, entry{name: tc.name, data: tc.data}), DefaultBounds())
+		if !IsRefused(err) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want a refusal saying %q", tc.name, err, tc.want)
+		}
+	}
+	// Files each within the bounds, past them together: their aliases, their bytes.
+	var small string
+	{
+		small = "a: &a [x,x,x,x,x,x,x,x,x,x,x,x,x,x]\n"
+		for i, prev := 1, "a"; i <= 3; i++ {
+			name := string(rune('a' + i))
+			small += name + ": &" + name + " [" + strings.TrimSuffix(strings.Repeat("*"+prev+",", 14), ",") + "]\n"
+			prev = name
+		}
+	}
+	plain := "# " + strings.Repeat("x", 200<<10) + "\n"
+	for _, tc := range []struct {
+		name    string
+		entries []entry
+		want    string
+	}{
+		{"three small bombs", []entry{{name: "x/1.yaml", data: small}, {name: "x/2.yaml", data: small}, {name: "x/3.yaml", data: small}},
+			"x/3.yaml: its YAML aliases (*name) expand to more than 100000 values in the directory"},
+		{"25 files of 200 KiB", func() []entry {
+			var es []entry
+			for i := range 25 {
+				es = append(es, entry{name: fmt.Sprintf("x/%02d.yaml", i), data: plain})
+			}
+			return es
+		}(), "the directory's files add up to more than 4194304 bytes"},
+	} {
+		_, err := Check(tarball(t, tc.entries...), DefaultBounds())
 		if !IsRefused(err) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want a refusal saying %q", tc.name, err, tc.want)
 		}

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"cluster-init.dev/cluster-init/internal/boundedfile"
@@ -21,15 +20,16 @@ import (
 )
 
 // DefaultBounds are the bounds of a tenant's directory, the CLI's own for the same files
-// (internal/boundedfile), so that what validate accepts the gate hands on; and its artifact, of
-// at most 8 MiB compressed.
+// (internal/boundedfile: a manifest's size, documents, aliases and depth; a directory's files and
+// bytes, and its aliases together), so that what validate accepts the gate hands on; and its
+// artifact, of at most 8 MiB compressed.
 func DefaultBounds() Bounds {
 	return Bounds{
 		ArtifactBytes: 8 << 20,
 		Files:         boundedfile.MaxTreeFiles,
 		FileBytes:     int64(boundedfile.Manifest.MaxBytes),
-		TotalBytes:    boundedfile.MaxTreeBytes,
-		CheckManifest: boundedfile.CheckManifest,
+		TotalBytes:    int64(boundedfile.Manifest.TreeBytes()),
+		CheckManifest: boundedfile.Manifest.CheckIn,
 	}
 }
 
@@ -58,6 +58,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		LeaderElection:          true,
 		LeaderElectionID:        "cluster-init-tenant-sources",
 		LeaderElectionNamespace: opts.Namespace,
+		// A pod that goes lets the next one lead at once, not after the lease expires.
+		LeaderElectionReleaseOnCancel: true,
 		// The tenants' sources are in the platform's namespace: nothing else is cached of them.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&sourcev1.GitRepository{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
@@ -76,7 +78,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return fmt.Errorf("tenant sources: %w", err)
 	}
 	srv := &http.Server{Addr: opts.Listen, Handler: store, ReadHeaderTimeout: 10 * time.Second}
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+	if err := mgr.Add(serveAlways(func(ctx context.Context) error {
 		go func() {
 			<-ctx.Done()
 			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -98,3 +100,12 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	return mgr.Start(ctx)
 }
+
+// serveAlways is a runnable that runs whether or not this pod leads: the store serves what it
+// holds from the start, and is filled as the leader checks each directory.
+type serveAlways func(ctx context.Context) error
+
+func (f serveAlways) Start(ctx context.Context) error { return f(ctx) }
+
+// NeedLeaderElection tells the manager to run it on every pod.
+func (serveAlways) NeedLeaderElection() bool { return false }

@@ -27,7 +27,10 @@ type Store struct {
 }
 
 // servedPath is the only form of path the store serves: a tenant (a DNS label) and a digest.
-var servedPath = regexp.MustCompile(`^/?([a-z0-9]([-a-z0-9]*[a-z0-9])?)/([0-9a-f]{64,128})\.tar\.gz$`)
+var (
+	servedPath = regexp.MustCompile(`^/?([a-z0-9]([-a-z0-9]*[a-z0-9])?)/([0-9a-f]{64,128})\.tar\.gz$`)
+	tenantName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+)
 
 // relPath is an artifact's path in the store.
 func relPath(tenant, digest string) string {
@@ -64,6 +67,9 @@ func (s *Store) Put(tenant, digest string, data []byte) (string, error) {
 func (s *Store) Drop(tenant string) error { return s.drop(tenant, "") }
 
 func (s *Store) drop(tenant, keep string) error {
+	if !tenantName.MatchString(tenant) {
+		return nil // nothing of it was kept: Put keeps DNS labels only
+	}
 	entries, err := os.ReadDir(filepath.Join(s.Dir, tenant))
 	if os.IsNotExist(err) {
 		return nil

@@ -87,8 +87,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile checks the artifact of a tenant's GitRepository and sets the tenant's ExternalArtifact.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var repo sourcev1.GitRepository
-	if err := r.Client.Get(ctx, req.NamespacedName, &repo); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	if err := r.Client.Get(ctx, req.NamespacedName, &repo); apierrors.IsNotFound(err) {
+		// The tenant went: what was kept of its directory goes too.
+		if tenant, ok := strings.CutPrefix(req.Name, names.TenantSourceOf("")); ok && req.Namespace == r.Namespace {
+			return ctrl.Result{}, r.Store.Drop(tenant)
+		}
+		return ctrl.Result{}, nil
+	} else if err != nil {
+		return ctrl.Result{}, fmt.Errorf("read GitRepository %s: %w", req.NamespacedName, err)
 	}
 	tenant := repo.Labels[names.TenantLabel]
 	if req.Namespace != r.Namespace || tenant == "" || req.Name != names.TenantSourceOf(tenant) {

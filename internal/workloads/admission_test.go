@@ -427,9 +427,9 @@ func (tb *tenantTestbed) keepsWhatItsControllerSet(t *testing.T) {
 		t.Errorf("DockerCluster %s updated with a load balancer of the build's: %v", docker.GetName(), err)
 	}
 	if err := tb.do(t, "", builderA, func() *unstructured.Unstructured {
-		o := byCAPD.DeepCopy()
+		o := docker.DeepCopy()
 		o.SetName(o.GetName() + "x")
-		o.SetResourceVersion("")
+		_ = unstructured.SetNestedMap(o.Object, map[string]any{"customHAProxyConfigTemplateRef": map[string]any{"name": "mine"}}, "spec", "loadBalancer")
 		return o
 	}()); err == nil || !strings.Contains(err.Error(), "spec.loadBalancer") {
 		t.Errorf("a DockerCluster created with a load balancer: %v", err)

@@ -251,7 +251,11 @@ func withProviderDefaults(obj *unstructured.Unstructured) *unstructured.Unstruct
 		}
 	case "RKE2ConfigTemplate":
 		set("cloud-config", "spec", "template", "spec", "agentConfig", "format")
-	case "DockerCluster", "DevCluster":
+	case "DockerCluster":
+		// CAPD's webhook marshals its defaulted spec, whose load balancer is a struct.
+		set(int64(6443), "spec", "controlPlaneEndpoint", "port")
+		set(map[string]any{}, "spec", "loadBalancer")
+	case "DevCluster":
 		set(int64(6443), "spec", "controlPlaneEndpoint", "port")
 	}
 	return o
