@@ -83,6 +83,18 @@ var aliasBomb = func() string {
 	return b.String()
 }()
 
+// smallAliasBomb is a file whose aliases add about 44,000 values: within the bound alone, past it
+// three times over in one directory (kustomize-controller builds the directory whole).
+var smallAliasBomb = func() string {
+	doc := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: small\ndata:\n  a: &a [x,x,x,x,x,x,x,x,x,x,x,x,x,x]\n"
+	for i, prev := 1, "a"; i <= 3; i++ {
+		name := string(rune('a' + i))
+		doc += "  " + name + ": &" + name + " [" + strings.TrimSuffix(strings.Repeat("*"+prev+",", 14), ",") + "]\n"
+		prev = name
+	}
+	return doc
+}()
+
 // manyFiles is a directory of n small files.
 func manyFiles(n int) map[string]string {
 	files := map[string]string{}
@@ -151,6 +163,8 @@ func hostileCommits() []hostileCommit {
 		// shard at most, and another tenant's commit goes on as usual meanwhile.
 		{class: "a YAML alias bomb (billions of values)", files: map[string]string{"x/bomb.yaml": aliasBomb}, gate: true, isolation: true,
 			shows: []string{"aliases"}},
+		{class: "small alias bombs, each within the bound", files: map[string]string{"x/1.yaml": smallAliasBomb, "x/2.yaml": smallAliasBomb, "x/3.yaml": smallAliasBomb}, gate: true, isolation: true,
+			shows: []string{"in the directory"}},
 		{class: "a file of 1 MiB", files: map[string]string{"x/big.yaml": "# " + strings.Repeat("x", 1<<20) + "\n"}, gate: true, isolation: true,
 			shows: []string{"x/big.yaml", "bytes"}},
 		{class: "2,100 files", files: manyFiles(2100), gate: true, isolation: true,
