@@ -28,6 +28,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,6 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
+	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/readiness"
 )
 
@@ -346,6 +348,15 @@ func (r *Reconciler) apply(ctx context.Context, app *appsv1.Application, cluster
 		Name: ObjectName(client.ObjectKeyFromObject(app), cluster), Namespace: cluster.Namespace,
 		Labels: map[string]string{ApplicationLabel: applicationID(app), ClusterLabel: cluster.Name},
 	}
+	// In a tenant's namespace, what runs the application is reconciled by the tenant's Flux shard:
+	// it talks to the tenant's cluster, whose API server answers as the tenant makes it.
+	shard, err := r.shardOf(ctx, cluster.Namespace)
+	if err != nil {
+		return nil, "", err
+	}
+	if shard != "" {
+		objectMeta.Labels[names.ShardLabel] = shard
+	}
 	kubeConfig := &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: kubeconfigSecret(cluster.Name), Key: "value"}}
 	if spec.Chart != nil {
 		values, err := clusterValues(spec.Chart.Values, cluster)
@@ -589,6 +600,19 @@ func (r *Reconciler) placedObjects(ctx context.Context, appID string) ([]client.
 		out = append(out, &hrs.Items[i])
 	}
 	return out, nil
+}
+
+// shardOf is the Flux shard of a tenant's namespace (its label, which the platform's chart sets),
+// "" for a namespace of no tenant's.
+func (r *Reconciler) shardOf(ctx context.Context, namespace string) (string, error) {
+	ns := &corev1.Namespace{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	if ns.Labels[names.TenantLabel] != "true" {
+		return "", nil
+	}
+	return ns.Labels[names.ShardLabel], nil
 }
 
 // placedHere tells whether this controller applied o. Its labels are not enough: whoever writes

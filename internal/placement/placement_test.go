@@ -31,6 +31,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/apply"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/managementstate"
+	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/placement"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/revisions"
@@ -808,5 +809,30 @@ func TestATenantsObjectWithAnApplicationsLabelsIsNotTakenForIt(t *testing.T) {
 	kept := &helmv2.HelmRelease{}
 	if err := w.c.Get(w.ctx, client.ObjectKeyFromObject(forged), kept); err != nil || !kept.DeletionTimestamp.IsZero() {
 		t.Errorf("the tenant's release was deleted with the application: %v", err)
+	}
+}
+
+// What runs an application on a tenant's cluster is in the tenant's namespace and talks to the
+// tenant's cluster: it is reconciled by the tenant's Flux shard (the namespace's label), not by
+// the platform's controllers; elsewhere it has no shard.
+func TestWhatRunsAnApplicationOnATenantsClusterIsItsShards(t *testing.T) {
+	kc := testenv.Start(t, "management")
+	w := &world{t: t, ctx: t.Context(), c: kc.Client, r: &placement.Reconciler{Client: kc.Client, Rules: placement.Rules{
+		Management: client.ObjectKey{Namespace: "cluster-init", Name: "management"}, OnManagement: true, SelectorNamespaces: []string{"team-a"}}}}
+	if err := w.c.Create(w.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a",
+		Labels: map[string]string{names.TenantLabel: "true", names.ShardLabel: "team-a"}}}); err != nil {
+		t.Fatal(err)
+	}
+	w.clusters([]cluster{{"cluster-init", "management", "platform"}, {"team-a", "a-one", "dev"}})
+	w.create(map[string]any{"clusters": []any{"team-a/a-one", "management"}})
+	w.reconcile()
+	for _, c := range []struct{ ns, cluster, shard string }{{"team-a", "a-one", "team-a"}, {"cluster-init", "management", ""}} {
+		k := &kustomizev1.Kustomization{}
+		if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: c.ns, Name: on(c.ns, c.cluster)}, k); err != nil {
+			t.Fatal(err)
+		}
+		if got := k.Labels[names.ShardLabel]; got != c.shard {
+			t.Errorf("the application on %s/%s is in shard %q, want %q", c.ns, c.cluster, got, c.shard)
+		}
 	}
 }

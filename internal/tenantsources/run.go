@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"time"
 
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -17,6 +19,8 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/boundedfile"
 	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/tenantshards"
 )
 
 // DefaultBounds are the bounds of a tenant's directory, the CLI's own for the same files
@@ -44,8 +48,9 @@ type Options struct {
 	Bounds         Bounds
 }
 
-// Run runs the gate until ctx ends: the reconciler (one at a time, under a lease) and the server
-// of the checked artifacts.
+// Run runs the gate until ctx ends: the reconciler (one at a time, under a lease), the server of
+// the checked artifacts, and the removal of the shards of tenants that are gone
+// (internal/tenantshards).
 func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	scheme, err := kube.Scheme()
 	if err != nil {
@@ -62,7 +67,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		LeaderElectionReleaseOnCancel: true,
 		// The tenants' sources are in the platform's namespace: nothing else is cached of them.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&sourcev1.GitRepository{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
+			&sourcev1.GitRepository{}:    {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
+			&kustomizev1.Kustomization{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
+			&appsv1.Deployment{}:         {Namespaces: map[string]cache.Config{names.FluxNamespace: {}}},
 		}},
 	})
 	if err != nil {
@@ -76,6 +83,10 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("tenant sources: %w", err)
+	}
+	// In the same process, the shards of tenants that are gone.
+	if err := (&tenantshards.Reconciler{Client: mgr.GetClient(), Namespace: opts.Namespace, Recheck: 10 * time.Minute}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("tenant shards: %w", err)
 	}
 	srv := &http.Server{Addr: opts.Listen, Handler: store, ReadHeaderTimeout: 10 * time.Second}
 	if err := mgr.Add(serveAlways(func(ctx context.Context) error {

@@ -2,6 +2,7 @@ package workloads_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -1016,14 +1017,17 @@ func TestEveryObjectOfATenantsCommitIsCounted(t *testing.T) {
 		made[strings.ToLower(u.GetKind())+"s."+u.GroupVersionKind().Group]++
 	}
 	made["kustomizations.kustomize.toolkit.fluxcd.io"]++ // the tenant's directory
+	// And room for the platform's applications placed on it (default_limits.applications: 10),
+	// a Kustomization or a HelmRelease each.
+	const applications = 10
 	for kind, n := range made {
 		q, ok := hard[corev1.ResourceName("count/"+kind)]
 		if !ok {
 			t.Errorf("team-b's quota does not count %s", kind)
 			continue
 		}
-		if q.Value() != n {
-			t.Errorf("team-b's quota of %s is %d; one cluster makes %d (workload-clusters.perCluster)", kind, q.Value(), n)
+		if q.Value() != n+applications {
+			t.Errorf("team-b's quota of %s is %d; one cluster makes %d, and %d applications may be placed on it (workload-clusters.perCluster)", kind, q.Value(), n, applications)
 		}
 	}
 	for _, kind := range []corev1.ResourceName{"count/configmaps", "count/secrets", "count/clusters.cluster.x-k8s.io", "count/machines.cluster.x-k8s.io"} {
@@ -1043,12 +1047,13 @@ func TestEveryObjectOfATenantsCommitIsCounted(t *testing.T) {
 		o.SetLabels(labels)
 		return o
 	}
-	for _, name := range []string{"b-one", "b-two"} {
-		if err := tb.as(t, tenantB).Create(t.Context(), release(name)); err != nil {
-			t.Fatalf("release %s within the quota: %v", name, err)
+	quota := hard[corev1.ResourceName("count/helmreleases.helm.toolkit.fluxcd.io")]
+	for i := range quota.Value() {
+		if err := tb.as(t, tenantB).Create(t.Context(), release(fmt.Sprintf("b-%d", i))); err != nil {
+			t.Fatalf("release %d within the quota of %d: %v", i+1, quota.Value(), err)
 		}
 	}
-	err := tb.as(t, tenantB).Create(t.Context(), release("b-three"))
+	err := tb.as(t, tenantB).Create(t.Context(), release("b-over"))
 	if err == nil || !strings.Contains(err.Error(), "exceeded quota") || !strings.Contains(err.Error(), "count/helmreleases.helm.toolkit.fluxcd.io") {
 		t.Errorf("a release over the quota: %v", err)
 	}
