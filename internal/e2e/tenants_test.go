@@ -243,7 +243,9 @@ func TestAHostileTenantIsRefused(t *testing.T) {
 					`jsonpath={.status.conditions[?(@.type=="Ready")].reason}{"\n"}{.status.conditions[?(@.type=="Ready")].message}`)
 				reason, msg, _ := strings.Cut(out, "\n")
 				message = msg
-				return reason == "ArtifactRefused" && slices.ContainsFunc(h.shows, func(s string) bool { return strings.Contains(msg, s) })
+				// And in the tenant's Kustomization's status, beside kustomize-controller's conditions.
+				marked := kubectlQuiet(kc, "-n", tenant, "get", "kustomization", "workload-clusters", "-o", `jsonpath={.status.conditions[?(@.type=="SourceRefused")].message}`)
+				return reason == "ArtifactRefused" && marked == msg && slices.ContainsFunc(h.shows, func(s string) bool { return strings.Contains(msg, s) })
 			}
 			if h.shard != "" {
 				message = kubectlQuiet(kc, "-n", tenant, "get", "helmrelease", h.shard, "-o", `jsonpath={.metadata.labels.sharding\.fluxcd\.io/key}`)

@@ -79,7 +79,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	r := &Reconciler{
 		Client: mgr.GetClient(), Namespace: opts.Namespace, Store: store,
 		HTTP:   &http.Client{Timeout: time.Minute},
-		Bounds: opts.Bounds, Events: mgr.GetEventRecorder("tenant-sources"), Resync: 10 * time.Minute,
+		Bounds: opts.Bounds, Events: mgr.GetEventRecorder("tenant-sources"), Direct: mgr.GetAPIReader(), Resync: 10 * time.Minute,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("tenant sources: %w", err)

@@ -62,6 +62,9 @@ type Reconciler struct {
 	Bounds    Bounds
 	// Events, if set, records a refusal on the tenant's Kustomization.
 	Events events.EventRecorder
+	// Direct, if set, reads the tenants' Kustomizations (not cached), to mark a refusal in their
+	// status (ConditionSourceRefused).
+	Direct client.Reader
 	// Resync looks at every directory again this often (a store lost with its pod is refilled).
 	Resync time.Duration
 }
@@ -145,7 +148,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 		r.recordOnKustomization(tenant, msg)
-		return resync, nil
+		return resync, r.markKustomization(ctx, tenant, msg)
 	case err != nil:
 		// Not the tenant's doing: what was handed on stays, and the fetch is tried again.
 		if serr := r.setStatus(ctx, ea, ea.Status.Artifact, metav1.ConditionFalse, ReasonFetchFailed, err.Error()); serr != nil {
@@ -164,7 +167,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		LastUpdateTime: metav1.Now(), Size: &size,
 	}
 	msg := fmt.Sprintf("checked revision %s: %d files, %d manifests, %d bytes", src.Revision, sum.Files, sum.Manifests, sum.Bytes)
-	return resync, r.setStatus(ctx, ea, artifact, metav1.ConditionTrue, meta.SucceededReason, msg)
+	if err := r.setStatus(ctx, ea, artifact, metav1.ConditionTrue, meta.SucceededReason, msg); err != nil {
+		return ctrl.Result{}, err
+	}
+	return resync, r.markKustomization(ctx, tenant, "")
 }
 
 // checked is a fetched artifact that passed Check.
@@ -204,6 +210,39 @@ func (r *Reconciler) setStatus(ctx context.Context, ea *sourcev1.ExternalArtifac
 	})
 	if err := r.Client.Status().Update(ctx, ea); err != nil {
 		return fmt.Errorf("write the status of the ExternalArtifact of tenant %s: %w", ea.Namespace, err)
+	}
+	return nil
+}
+
+// ConditionSourceRefused is the condition the gate sets on a tenant's Kustomization while the
+// last revision of its directory is refused (True, reason ArtifactRefused, the reason in its
+// message), beside kustomize-controller's own (Flux's status patches keep the conditions of other
+// writers); it goes when a revision is handed on.
+const ConditionSourceRefused = "SourceRefused"
+
+// markKustomization sets (refused is the reason) or removes ("") ConditionSourceRefused on the
+// tenant's Kustomization, with an optimistic lock so that kustomize-controller's conditions are
+// never overwritten.
+func (r *Reconciler) markKustomization(ctx context.Context, tenant, refused string) error {
+	if r.Direct == nil {
+		return nil
+	}
+	ks := &kustomizev1.Kustomization{}
+	if err := r.Direct.Get(ctx, client.ObjectKey{Namespace: tenant, Name: names.TenantKustomization}, ks); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	orig := ks.DeepCopy()
+	if refused == "" {
+		if !apimeta.RemoveStatusCondition(&ks.Status.Conditions, ConditionSourceRefused) {
+			return nil
+		}
+	} else if !apimeta.SetStatusCondition(&ks.Status.Conditions, metav1.Condition{
+		Type: ConditionSourceRefused, Status: metav1.ConditionTrue, Reason: ReasonRefused, Message: refused, ObservedGeneration: ks.Generation,
+	}) {
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, ks, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("mark the Kustomization of tenant %s: %w", tenant, err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -111,6 +112,24 @@ func TestATenantsDirectoryIsHandedOnOnlyWithinItsBounds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The tenant's Kustomization, as kustomize-controller keeps it: its own Ready condition.
+	tenantKs := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: names.TenantKustomization},
+		Spec: kustomizev1.KustomizationSpec{Interval: metav1.Duration{Duration: 60e9}, Path: "./clusters", Prune: true,
+			SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: sourcev1.ExternalArtifactKind, Name: names.TenantCheckedSource}}}
+	if err := c.Create(ctx, tenantKs); err != nil {
+		t.Fatal(err)
+	}
+	apimeta.SetStatusCondition(&tenantKs.Status.Conditions, metav1.Condition{Type: meta.ReadyCondition, Status: metav1.ConditionTrue, Reason: "ReconciliationSucceeded", Message: "Applied revision"})
+	if err := c.Status().Update(ctx, tenantKs); err != nil {
+		t.Fatal(err)
+	}
+	kustomizationConditions := func() []metav1.Condition {
+		k := &kustomizev1.Kustomization{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(tenantKs), k); err != nil {
+			t.Fatal(err)
+		}
+		return k.Status.Conditions
+	}
 	src := &source{files: map[string][]byte{}}
 	upstream := httptest.NewServer(src)
 	defer upstream.Close()
@@ -119,7 +138,7 @@ func TestATenantsDirectoryIsHandedOnOnlyWithinItsBounds(t *testing.T) {
 	defer served.Close()
 	store.BaseURL = served.URL
 	rec := events.NewFakeRecorder(10)
-	r := &Reconciler{Client: c, Namespace: "platform", Store: store, HTTP: upstream.Client(), Bounds: testBounds(), Events: rec}
+	r := &Reconciler{Client: c, Namespace: "platform", Store: store, HTTP: upstream.Client(), Bounds: testBounds(), Events: rec, Direct: c}
 	reconcile := func(ns, tenant string) error {
 		_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: names.TenantSourceOf(tenant)}})
 		return err
@@ -154,6 +173,11 @@ func TestATenantsDirectoryIsHandedOnOnlyWithinItsBounds(t *testing.T) {
 	if got := get(t, goodURL); got != nil {
 		t.Errorf("the store still serves the commit before the refused one")
 	}
+	refusedCond := apimeta.FindStatusCondition(kustomizationConditions(), ConditionSourceRefused)
+	if refusedCond == nil || refusedCond.Status != metav1.ConditionTrue || !strings.Contains(refusedCond.Message, "bomb.yaml") ||
+		!apimeta.IsStatusConditionTrue(kustomizationConditions(), meta.ReadyCondition) {
+		t.Errorf("the tenant's Kustomization's status: %+v", kustomizationConditions())
+	}
 	select {
 	case e := <-rec.Events:
 		if !strings.Contains(e, ReasonRefused) || !strings.Contains(e, "bomb.yaml") {
@@ -184,6 +208,9 @@ func TestATenantsDirectoryIsHandedOnOnlyWithinItsBounds(t *testing.T) {
 	ea = handedOn(t, c, "team-a")
 	if ea.Status.Artifact == nil || ea.Status.Artifact.Revision != "main@sha1:3333" || !bytes.Equal(get(t, ea.Status.Artifact.URL), fixed) {
 		t.Fatalf("the fixed commit is not handed on: %+v", ea.Status)
+	}
+	if apimeta.FindStatusCondition(kustomizationConditions(), ConditionSourceRefused) != nil {
+		t.Errorf("the refusal stays on the tenant's Kustomization: %+v", kustomizationConditions())
 	}
 
 	// Not the platform's namespace, not a tenant's namespace: nothing made.
