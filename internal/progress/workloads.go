@@ -82,7 +82,8 @@ func ObserveWorkloadClusters(ctx context.Context, c client.Reader) ([]Tenant, er
 }
 
 // shardRestarts says, by shard, which of the shards' controllers restarted and why the last
-// time. A look that may not read the pods of Flux's namespace says nothing of them.
+// time, or cannot be scheduled. A look that may not read the pods of Flux's namespace says
+// nothing of them.
 func shardRestarts(ctx context.Context, c client.Reader) map[string][]string {
 	pods := &corev1.PodList{}
 	if err := c.List(ctx, pods, client.InNamespace(names.FluxNamespace), client.HasLabels{names.ShardLabel}); err != nil {
@@ -90,15 +91,21 @@ func shardRestarts(ctx context.Context, c client.Reader) map[string][]string {
 	}
 	out := map[string][]string{}
 	for _, p := range pods.Items {
+		controller := strings.TrimSuffix(p.Labels["app"], "-shard")
+		shard := p.Labels[names.ShardLabel]
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				out[shard] = append(out[shard], fmt.Sprintf("%s not scheduled: %s", controller, machines.FirstLine(c.Message)))
+			}
+		}
 		for _, cs := range p.Status.ContainerStatuses {
 			if cs.RestartCount == 0 {
 				continue
 			}
-			note := fmt.Sprintf("%s restarted %d times", strings.TrimSuffix(p.Labels["app"], "-shard"), cs.RestartCount)
+			note := fmt.Sprintf("%s restarted %d times", controller, cs.RestartCount)
 			if last := cs.LastTerminationState.Terminated; last != nil {
 				note += fmt.Sprintf(", last %s (%s ago)", last.Reason, time.Since(last.FinishedAt.Time).Round(time.Second))
 			}
-			shard := p.Labels[names.ShardLabel]
 			out[shard] = append(out[shard], note)
 		}
 	}

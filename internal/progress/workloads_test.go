@@ -110,6 +110,8 @@ func TestStatusSaysWhyATenantsDirectoryIsNotApplied(t *testing.T) {
 		"apiVersion: source.toolkit.fluxcd.io/v1\nkind: ExternalArtifact\nmetadata: {name: workload-clusters, namespace: team-a}\nspec: {}\n",
 		"apiVersion: v1\nkind: Pod\nmetadata: {name: kustomize-controller-team-a-x, namespace: flux-system, labels: {app: kustomize-controller-shard, " + names.ShardLabel + ": team-a}}\n" +
 			"spec: {containers: [{name: manager, image: x}]}\n",
+		"apiVersion: v1\nkind: Pod\nmetadata: {name: helm-controller-team-a-x, namespace: flux-system, labels: {app: helm-controller-shard, " + names.ShardLabel + ": team-a}}\n" +
+			"spec: {containers: [{name: manager, image: x}]}\n",
 	} {
 		o := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal([]byte(text), &o.Object); err != nil {
@@ -122,6 +124,7 @@ func TestStatusSaysWhyATenantsDirectoryIsNotApplied(t *testing.T) {
 	}
 	for _, st := range []struct{ kind, ns, name, status string }{
 		{"ExternalArtifact", "team-a", "workload-clusters", `{"conditions":[{"type":"Ready","status":"False","reason":"ArtifactRefused","message":"revision main@sha1:abc refused: x/bomb.yaml: its YAML aliases expand to more than 100000 values","lastTransitionTime":"2026-11-27T00:00:00Z"}]}`},
+		{"Pod", "flux-system", "helm-controller-team-a-x", `{"phase":"Pending","conditions":[{"type":"PodScheduled","status":"False","reason":"Unschedulable","message":"0/2 nodes are available: 2 Insufficient memory."}]}`},
 		{"Pod", "flux-system", "kustomize-controller-team-a-x", `{"containerStatuses":[{"name":"manager","image":"x","imageID":"","ready":false,"restartCount":3,"lastState":{"terminated":{"exitCode":137,"reason":"OOMKilled","finishedAt":"2026-11-27T00:00:00Z"}},"state":{"waiting":{"reason":"CrashLoopBackOff"}}}]}`},
 	} {
 		o := &unstructured.Unstructured{}
@@ -147,7 +150,7 @@ func TestStatusSaysWhyATenantsDirectoryIsNotApplied(t *testing.T) {
 	progress.WriteWorkloadClusters(&out, tenants)
 	text := out.String()
 	a, b, _ := strings.Cut(text, "tenant team-b")
-	for _, want := range []string{"its directory is not applied: revision main@sha1:abc refused: x/bomb.yaml", "its shard team-a: kustomize-controller restarted 3 times, last OOMKilled"} {
+	for _, want := range []string{"its directory is not applied: revision main@sha1:abc refused: x/bomb.yaml", "its shard team-a: kustomize-controller restarted 3 times, last OOMKilled", "its shard team-a: helm-controller not scheduled: 0/2 nodes are available: 2 Insufficient memory."} {
 		if !strings.Contains(a, want) {
 			t.Errorf("team-a's status does not say %q:\n%s", want, text)
 		}
