@@ -14,7 +14,9 @@ import (
 	"time"
 )
 
-// Two tenants: the default one, and team-b with its own directory, prefix and a limit of one cluster.
+// Two tenants: the default one, and team-b with its own directory, prefix and a limit of one
+// cluster, on which no application of the platform may be placed (its quota holds exactly the
+// releases and units of one cluster).
 const tenantsValues = `workload_clusters:
   tenants:
     workload-clusters:
@@ -24,6 +26,7 @@ const tenantsValues = `workload_clusters:
       path: ./clusters/management/team-b
       limits:
         clusters: 1
+        applications: 0
 `
 
 // workloadCluster is a tenant's HelmRelease of a cluster, with extra lines in spec (indented by 2)
