@@ -216,7 +216,7 @@ func TestAHostileTenantIsRefused(t *testing.T) {
 	// and how long another tenant's commit takes to be applied when nobody attacks.
 	controllers := platformControllers(t, kc)
 	units := readyUnits(t, kc)
-	usual := otherTenantsCommit(t, kc, r)
+	usual := otherTenantsCommit(t, kc, r, "")
 	t.Logf("another tenant's commit applied in %s (no attack)", usual)
 	t.Logf("the Flux controllers' memory, with b-one: %s", fluxMemory(t, kc))
 
@@ -305,7 +305,7 @@ func TestAHostileTenantIsRefused(t *testing.T) {
 			t.Logf("%-50s refused in %4.1fs: %.160q", h.class, time.Since(pushed).Seconds(), message)
 		}
 		if h.isolation {
-			isolated(t, kc, r, h.class, controllers, units, usual)
+			isolated(t, kc, r, h.class, tenant, controllers, units, usual)
 		}
 		// Undo it for the next one.
 		targets := map[string]bool{}
@@ -410,17 +410,21 @@ func readyUnits(t *testing.T, kc string) []string {
 	return ready
 }
 
-// otherTenantsCommit is a commit to team-b's directory (a comment in b-one's file): it returns how
-// long team-b's Kustomization took to apply it.
-func otherTenantsCommit(t *testing.T, kc string, r *repository) time.Duration {
+// otherTenantsCommit is a commit of another tenant than attacker (team-b's: a comment in b-one's
+// file; the default tenant's: a note in its directory): it returns how long that tenant's
+// Kustomization took to apply it.
+func otherTenantsCommit(t *testing.T, kc string, r *repository, attacker string) time.Duration {
 	t.Helper()
-	file := "clusters/management/team-b/b-one/cluster.yaml"
-	r.write(t, file, workloadCluster("b-one", "", "")+fmt.Sprintf("# touched %d\n", time.Now().UnixNano()))
-	pushed := r.commit(t, "team-b: touch b-one")
+	other, file, content := "team-b", "clusters/management/team-b/b-one/cluster.yaml", workloadCluster("b-one", "", "")
+	if attacker == "team-b" {
+		other, file, content = "workload-clusters", "clusters/management/workload-clusters/NOTES.md", "# The default tenant's notes.\n"
+	}
+	r.write(t, file, content+fmt.Sprintf("# touched %d\n", time.Now().UnixNano()))
+	pushed := r.commit(t, other+": touch")
 	sha := r.git(t, "rev-parse", "HEAD")
 	fetchTenantSources(t, kc)
-	waitFor(t, 5*time.Minute, "team-b's commit applied", func() bool {
-		return strings.HasSuffix(kubectlQuiet(kc, "-n", "team-b", "get", "kustomization", "workload-clusters", "-o", "jsonpath={.status.lastAppliedRevision}"), sha)
+	waitFor(t, 5*time.Minute, other+"'s commit applied", func() bool {
+		return strings.HasSuffix(kubectlQuiet(kc, "-n", other, "get", "kustomization", "workload-clusters", "-o", "jsonpath={.status.lastAppliedRevision}"), sha)
 	})
 	return time.Since(pushed).Round(time.Second)
 }
@@ -428,9 +432,9 @@ func otherTenantsCommit(t *testing.T, kc string, r *repository) time.Duration {
 // isolated checks, while a hostile commit is in git, that it costs only its tenant: another
 // tenant's commit is applied within its usual time (plus the 5 s of a look and a poll's worth),
 // the platform's controllers did not restart, and its units that were Ready are Ready.
-func isolated(t *testing.T, kc string, r *repository, class, controllers string, units []string, usual time.Duration) {
+func isolated(t *testing.T, kc string, r *repository, class, attacker, controllers string, units []string, usual time.Duration) {
 	t.Helper()
-	took := otherTenantsCommit(t, kc, r)
+	took := otherTenantsCommit(t, kc, r, attacker)
 	if limit := 2*usual + 20*time.Second; took > limit {
 		t.Errorf("%s: another tenant's commit took %s to be applied, usually %s", class, took, usual)
 	}
