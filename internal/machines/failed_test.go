@@ -1,8 +1,11 @@
 package machines_test
 
 import (
+	"errors"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -84,6 +87,12 @@ func TestAMachineItsProviderGaveUpOnIsFound(t *testing.T) {
 	want := "machine wl-md-doomed failed: OpenStackMachine/wl-md-doomed UpdateError: instance state ERROR is unexpected"
 	if s := got[1].String(); s != want {
 		t.Errorf("said as %q, want %q", s, want)
+	}
+
+	// A wait for the machines to settle ends with the failure, not at its timeout.
+	_, err := machines.WaitSettled(ctx, c, c, machines.Settling{Namespace: ns, Name: "wl", Timeout: time.Minute, Interval: 100 * time.Millisecond})
+	if !errors.Is(err, machines.ErrMachineFailed) || !strings.Contains(err.Error(), "machine wl-md-doomed failed") {
+		t.Errorf("waiting for the machines to settle: %v, want ErrMachineFailed naming wl-md-doomed", err)
 	}
 
 	remediatedBy := func() []string {
