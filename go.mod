@@ -52,6 +52,8 @@ require (
 
 require github.com/gophercloud/gophercloud/v2 v2.8.0
 
+require gopkg.in/yaml.v2 v2.4.0 // indirect
+
 require (
 	al.essio.dev/pkg/shellescape v1.5.1 // indirect
 	cel.dev/expr v0.25.2 // indirect

@@ -39,6 +39,7 @@ func followUnits(ctx context.Context, s *session, bc *bootstrapCluster, v values
 	handoffs := handoff.NewRequester(bc.cluster.Client)
 	health := handoff.NewHealthChecks(ctx, bc.cluster)
 	defer health.Stop()
+	failures := newMachineFailures(bc.cluster.Client, names.Namespace, v.Cluster.Name)
 	var management *managementUnits
 	if bc.kind != nil {
 		management = newManagementUnits(bc.cluster, v.Cluster.Name)
@@ -80,6 +81,15 @@ func followUnits(ctx context.Context, s *session, bc *bootstrapCluster, v values
 		if snap.Graph != nil && snap.Done() {
 			s.out.Log("every unit is ready")
 			return true, nil
+		}
+		// A machine its provider gave up on, with no health check to replace it, ends the
+		// wait now: nothing will change until the timeout.
+		if lines, err := failures.look(ctx, s.out.Log); err != nil && ctx.Err() == nil {
+			s.out.Log("%v (retrying)", err)
+		} else if len(lines) > 0 {
+			s.result.Units = withMachinesFailed(snap, lines)
+			stuck = fmt.Errorf("%d machine(s) failed for good and no health check replaces them", len(lines))
+			return false, stuck
 		}
 		// The pivot's record is the truth about the pivot: once it is complete, the bootstrap
 		// cluster's units (frozen since its suspend step) do not matter any more; once it failed

@@ -2,12 +2,17 @@ package machines
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
+
+// ErrMachineFailed ends a wait for machines that one of them will never satisfy.
+var ErrMachineFailed = errors.New("a machine failed for good and no health check replaces it")
 
 // Settling is a wait until a cluster's machines have settled.
 type Settling struct {
@@ -35,6 +40,19 @@ func WaitSettled(ctx context.Context, c, nodes client.Reader, s Settling) (View,
 			last = []string{err.Error()}
 			return false, nil
 		}
+		// A machine its provider gave up on, that no health check replaces, never settles:
+		// say so now rather than at the timeout.
+		if failed, err := Failed(ctx, c, s.Namespace, s.Name); err == nil {
+			var lines []string
+			for _, f := range failed {
+				if f.RemediatedBy == "" {
+					lines = append(lines, f.String())
+				}
+			}
+			if len(lines) > 0 {
+				return false, fmt.Errorf("%w: %s", ErrMachineFailed, strings.Join(lines, "; "))
+			}
+		}
 		ok, pending := v.Settled()
 		older := 0
 		for _, m := range v.Machines {
@@ -59,6 +77,9 @@ func WaitSettled(ctx context.Context, c, nodes client.Reader, s Settling) (View,
 		}
 		return false, nil
 	})
+	if errors.Is(err, ErrMachineFailed) {
+		return settled, fmt.Errorf("cluster %s: %w", s.Name, err)
+	}
 	if err != nil {
 		if s.Version != "" {
 			return settled, fmt.Errorf("cluster %s: not rolled to %s within %s: %v", s.Name, s.Version, s.Timeout, last)

@@ -215,33 +215,122 @@ put() {
 # ---------------------------------------------------------------------------------------
 # Network.
 
-# ensure_kind_network: the docker network kind uses, created with kind's own settings
+# ensure_kind_network PROBE_IMAGE: the docker network kind uses, created with kind's own settings
 # (pkg/cluster/internal/providers/docker/network.go) when it does not exist yet, so that a
 # later `kind create cluster` finds it as if it had made it: bridge with IP masquerade, the
 # MTU of the default bridge, and an IPv6 ULA subnet derived from the name (IPv4 only when
-# the engine has no IPv6).
+# the engine has no IPv6). Unlike kind, the IPv4 subnet is given too: Docker 20.10 (Debian's)
+# refuses `docker run --ip` on a subnet it picked itself ("user specified IP address is
+# supported only when connecting to networks with user configured subnets"), and the
+# simulated cloud starts its servers at fixed addresses. An existing network is probed with a
+# container of PROBE_IMAGE at a fixed address; one that cannot serve is made again when only
+# the test bed's own services use it, and refused with the reason otherwise.
 ensure_kind_network() {
-  if [[ -n $(docker network ls --filter "name=^${NETWORK:-kind}\$" --format '{{.ID}}') ]]; then return 0; fi
-  local args=(-d=bridge -o com.docker.network.bridge.enable_ip_masquerade=true) mtu out attempt
-  mtu=$(docker network inspect bridge -f '{{ index .Options "com.docker.network.driver.mtu" }}' 2>/dev/null || true)
-  if [[ $mtu =~ ^[0-9]+$ ]] && ((mtu > 0)); then args+=(-o "com.docker.network.driver.mtu=$mtu"); fi
-  for ((attempt = 0; attempt < 5; attempt++)); do
-    if out=$(docker network create "${args[@]}" --ipv6 --subnet "$(ula_subnet "${NETWORK:-kind}" "$attempt")" "${NETWORK:-kind}" 2>&1); then
-      log "created docker network ${NETWORK:-kind} (IPv6 $(ula_subnet "${NETWORK:-kind}" "$attempt"))"
-      return 0
-    fi
-    case $out in
-      *"Cannot read IPv6 setup for bridge"* | *"iptables failed: ip6tables"*)
-        docker network create "${args[@]}" "${NETWORK:-kind}" >/dev/null
-        log "created docker network ${NETWORK:-kind} (IPv4 only: no IPv6 in this engine)"
-        return 0
-        ;;
-      *"Pool overlaps"* | *"networks have overlapping"*) continue ;;
-      *"already exists"*) return 0 ;;
-      *) die "docker network create ${NETWORK:-kind}: $out" ;;
+  local probe_image=$1 net=${NETWORK:-kind} out users
+  if [[ -z $(docker network ls --filter "name=^${net}\$" --format '{{.ID}}') ]]; then
+    create_kind_network "$net"
+    return 0
+  fi
+  if out=$(network_takes_fixed_addresses "$net" "$probe_image"); then return 0; fi
+  # Stopped containers count too: they would not start again without their network.
+  users=$(docker ps -a --filter "network=$net" --format '{{.Names}}')
+  local c own=() others=()
+  for c in $users; do
+    case $c in
+      cluster-init-registry | cluster-init-git) own+=("$c") ;;
+      *) others+=("$c") ;;
     esac
   done
-  die "no free IPv6 subnet for docker network ${NETWORK:-kind}"
+  if ((${#others[@]} > 0)); then
+    die "docker network $net cannot start containers at fixed addresses, which the simulated cloud needs ($out), and it is in use by ${others[*]}: run tools/testbed/down, then tools/testbed/up makes it again"
+  fi
+  log "docker network $net cannot start containers at fixed addresses ($out): making it again"
+  for c in "${own[@]}"; do docker network disconnect --force "$net" "$c" >/dev/null; done
+  docker network rm "$net" >/dev/null
+  create_kind_network "$net"
+  for c in "${own[@]}"; do docker network connect "$net" "$c" >/dev/null; done
+  out=$(network_takes_fixed_addresses "$net" "$probe_image") ||
+    die "docker network $net, made again, still cannot start containers at fixed addresses: $out"
+}
+
+# network_takes_fixed_addresses NET IMAGE: whether a container can start on NET at a fixed IPv4
+# address (the last of the subnet's, which nothing else takes), as the simulated cloud's
+# servers do; on failure, prints the engine's reason.
+network_takes_fixed_addresses() {
+  local net=$1 image=$2 subnet ip name=cluster-init-network-probe out rc=0
+  subnet=$(docker network inspect "$net" -f '{{range .IPAM.Config}}{{.Subnet}} {{end}}' | tr ' ' '\n' | grep -m1 -F . || true)
+  [[ -n $subnet ]] || {
+    printf 'it has no IPv4 subnet'
+    return 1
+  }
+  ip=$(last_host_address "$subnet")
+  docker rm -f "$name" >/dev/null 2>&1 || true
+  out=$(docker run -d --name "$name" --network "$net" --ip "$ip" "$image" 2>&1) || rc=$?
+  docker rm -f "$name" >/dev/null 2>&1 || true
+  if ((rc != 0)); then
+    printf '%s' "$(printf '%s' "$out" | grep -m1 'Error response from daemon' || printf '%s' "$out" | tail -n1)"
+    return 1
+  fi
+}
+
+# create_kind_network NET: see ensure_kind_network. The IPv4 subnet is the first of Docker's
+# default local pools (172.18-31.0.0/16, then 192.168.N.0/24) that no other network holds.
+create_kind_network() {
+  local net=$1 args=(-d=bridge -o com.docker.network.bridge.enable_ip_masquerade=true) mtu out v4 v6 attempt=0 ipv6=true
+  mtu=$(docker network inspect bridge -f '{{ index .Options "com.docker.network.driver.mtu" }}' 2>/dev/null || true)
+  if [[ $mtu =~ ^[0-9]+$ ]] && ((mtu > 0)); then args+=(-o "com.docker.network.driver.mtu=$mtu"); fi
+  for v4 in $(ipv4_candidates); do
+    while :; do
+      if $ipv6; then
+        v6=$(ula_subnet "$net" "$attempt")
+        out=$(docker network create "${args[@]}" --subnet "$v4" --ipv6 --subnet "$v6" "$net" 2>&1) && {
+          log "created docker network $net (IPv4 $v4, IPv6 $v6)"
+          return 0
+        }
+      else
+        out=$(docker network create "${args[@]}" --subnet "$v4" "$net" 2>&1) && {
+          log "created docker network $net (IPv4 $v4; no IPv6 in this engine)"
+          return 0
+        }
+      fi
+      case $out in
+        *"Cannot read IPv6 setup for bridge"* | *"iptables failed: ip6tables"*) ipv6=false ;;
+        *"already exists"*) return 0 ;;
+        *"Pool overlaps"* | *"networks have overlapping"*)
+          # Either subnet may be the one taken: kind's ULA has five tries, the IPv4 pools many.
+          if $ipv6 && ((attempt < 4)) && ! ipv4_subnet_taken "$v4"; then
+            attempt=$((attempt + 1))
+          else
+            break
+          fi
+          ;;
+        *) die "docker network create $net: $out" ;;
+      esac
+    done
+  done
+  die "no free subnet for docker network $net (last answer: $out)"
+}
+
+# ipv4_candidates: Docker's default local address pools, in its order.
+ipv4_candidates() {
+  local i
+  for ((i = 18; i <= 31; i++)); do printf '172.%d.0.0/16\n' "$i"; done
+  for ((i = 0; i <= 240; i += 16)); do printf '192.168.%d.0/20\n' "$i"; done
+}
+
+# ipv4_subnet_taken CIDR: whether another docker network holds exactly CIDR.
+ipv4_subnet_taken() {
+  docker network inspect $(docker network ls -q) -f '{{range .IPAM.Config}}{{.Subnet}} {{end}}' 2>/dev/null |
+    tr ' ' '\n' | grep -qxF "$1"
+}
+
+# last_host_address A.B.C.D/N: the highest address of the subnet but its broadcast.
+last_host_address() {
+  local ip=${1%/*} bits=${1#*/} a b c d n
+  IFS=. read -r a b c d <<<"$ip"
+  n=$(((a << 24 | b << 16 | c << 8 | d) | ((1 << (32 - bits)) - 1)))
+  n=$((n - 1))
+  printf '%d.%d.%d.%d' $((n >> 24 & 255)) $((n >> 16 & 255)) $((n >> 8 & 255)) $((n & 255))
 }
 
 # ula_subnet NAME ATTEMPT: kind's generateULASubnetFromName: fc00 followed by bytes 2..7 of
