@@ -23,7 +23,8 @@ func TestTenTenantsEachInAShardOfItsOwn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
 	var values strings.Builder
-	values.WriteString("workload_clusters:\n  tenants:\n")
+	// The default tenant too has a prefix of its own: no two tenants may name a cluster alike.
+	values.WriteString("workload_clusters:\n  tenants:\n    workload-clusters:\n      name_prefix: wl\n")
 	for i := range shardedTenants {
 		fmt.Fprintf(&values, "    team-%d:\n      name_prefix: t%d-\n      path: ./clusters/management/team-%d\n      infrastructure: in-memory\n      limits: {clusters: 1}\n", i, i, i)
 	}
@@ -32,11 +33,21 @@ func TestTenTenantsEachInAShardOfItsOwn(t *testing.T) {
 		r.write(t, "environment-values/"+env+"/values.yaml", current+values.String())
 	})
 	kc := managementKubeconfig()
+	// Each tenant's shard and the default tenant's: two controllers each.
+	shards := 2 * (shardedTenants + 1)
+	var available string
 	waitFor(t, 10*time.Minute, "every shard's controllers available", func() bool {
-		out := kubectlQuiet(kc, "-n", "flux-system", "get", "deployments", "-l", "sharding.fluxcd.io/key", "-o",
-			`jsonpath={range .items[*]}{.status.availableReplicas}{"\n"}{end}`)
-		return strings.Count(out+"\n", "1\n") == 2*shardedTenants
+		available = kubectlQuiet(kc, "-n", "flux-system", "get", "deployments", "-l", "sharding.fluxcd.io/key", "-o",
+			`jsonpath={range .items[*]}{.metadata.name}={.status.availableReplicas}{" "}{end}`)
+		fields := strings.Fields(available)
+		for _, f := range fields {
+			if !strings.HasSuffix(f, "=1") {
+				return false
+			}
+		}
+		return len(fields) == shards
 	})
+	t.Logf("%d shards' controllers available: %s", shards, available)
 	time.Sleep(30 * time.Second) // past the controllers' start
 	t.Logf("the Flux controllers' memory, %d tenants and no cluster: %s", shardedTenants, fluxMemory(t, kc))
 
