@@ -87,7 +87,7 @@ func TestTheCloudSaysWhyItFailedAServer(t *testing.T) {
 
 	server("wl-md-over-quota", "cloud-config", map[string]any{"instanceState": "ERROR", "ready": false, "conditions": []any{map[string]any{
 		"type": "InstanceReady", "status": "False", "severity": "Error", "reason": "InstanceCreateFailed",
-		"message": "Quota exceeded for instances: Requested 1, but already used 2 of 2 instances",
+		"message":            "Quota exceeded for instances: Requested 1, but already used 2 of 2 instances",
 		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}})
 	fault, err = cloudfault.Ask(ctx, k, machine("OpenStackMachine", "wl-md-over-quota"))
 	if err != nil || !strings.Contains(fault.String(), "not created (InstanceCreateFailed), the cloud's fault: Quota exceeded for instances") {
@@ -195,4 +195,3 @@ func bootInError(t *testing.T, compute *gophercloud.ServiceClient) string {
 	t.Fatalf("server %s did not go to ERROR", created.ID)
 	return ""
 }
-
