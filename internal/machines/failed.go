@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/controllers/external"
@@ -45,7 +46,9 @@ func (f Failure) String() string {
 // status.failureMessage of the infrastructure machine (or their place under
 // status.deprecated.v1beta1 in a provider of the v1beta2 contract): a provider sets it for what
 // it will not retry, such as CAPO for a server that its cloud left in ERROR before it ever had a
-// node. A transient error is a condition, not this mark, and is not reported here.
+// node. A transient error is a condition, not this mark, and is not reported here. Where a
+// provider marks it on an object of its own instead (CAPO's OpenStackServer in ERROR), that mark
+// counts too (providerGaveUp).
 func Failed(ctx context.Context, c client.Reader, namespace, cluster string) ([]Failure, error) {
 	list := &clusterv1.MachineList{}
 	if err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster}); err != nil {
@@ -69,6 +72,11 @@ func Failed(ctx context.Context, c client.Reader, namespace, cluster string) ([]
 			return nil, fmt.Errorf("read the infrastructure of machine %s: %w", m.Name, err)
 		}
 		reason, message, ok := terminalFailure(infra)
+		if !ok {
+			if reason, message, ok, err = providerGaveUp(ctx, c, infra); err != nil {
+				return nil, fmt.Errorf("read what the provider made for machine %s: %w", m.Name, err)
+			}
+		}
 		if !ok {
 			continue
 		}
@@ -108,6 +116,40 @@ func terminalFailure(infra *unstructured.Unstructured) (reason, message string, 
 		}
 	}
 	return "", "", false
+}
+
+// openStackServer is what CAPO (v0.12 on) makes for an OpenStackMachine, named alike.
+var openStackServer = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "OpenStackServer"}
+
+// providerGaveUp reads a provider's own mark of a machine it no longer reconciles, where it sets
+// no failure fields: CAPO stops reconciling an OpenStackServer in ERROR (IsServerTerminalError,
+// "Not reconciling server in error state"), whether Nova failed it or refused to create it,
+// while the OpenStackMachine only waits for the server to be ready.
+func providerGaveUp(ctx context.Context, c client.Reader, infra *unstructured.Unstructured) (reason, message string, failed bool, err error) {
+	if infra.GroupVersionKind().GroupKind() != (schema.GroupKind{Group: openStackServer.Group, Kind: "OpenStackMachine"}) {
+		return "", "", false, nil
+	}
+	srv := &unstructured.Unstructured{}
+	srv.SetGroupVersionKind(openStackServer)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(infra), srv); err != nil {
+		if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
+			return "", "", false, nil
+		}
+		return "", "", false, err
+	}
+	if state, _, _ := unstructured.NestedString(srv.Object, "status", "instanceState"); state != "ERROR" {
+		return "", "", false, nil
+	}
+	reason, message = "InstanceStateError", "OpenStackServer "+srv.GetName()+" is in ERROR, which CAPO does not reconcile"
+	conds, _, _ := unstructured.NestedSlice(srv.Object, "status", "conditions")
+	for _, cond := range conds {
+		if m, ok := cond.(map[string]any); ok && m["type"] == "InstanceReady" && m["status"] != "True" {
+			if r, _ := m["reason"].(string); r != "" {
+				reason = r
+			}
+		}
+	}
+	return reason, message, true, nil
 }
 
 func healthChecks(ctx context.Context, c client.Reader, namespace, cluster string) ([]clusterv1.MachineHealthCheck, error) {

@@ -157,3 +157,48 @@ func TestAMachineItsProviderGaveUpOnIsFound(t *testing.T) {
 		t.Errorf("with half the workers failed and a check that stops past 40%%: %v", got)
 	}
 }
+
+// CAPO sets no failure fields on an OpenStackMachine whose server is in ERROR: it stops
+// reconciling the OpenStackServer, and the machine waits for it. That server's state is the mark.
+func TestAnOpenStackServerInErrorIsAFailedMachine(t *testing.T) {
+	c := testenv.Start(t, "test").Client
+	ctx := t.Context()
+	cl := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wl"},
+		Spec: clusterv1.ClusterSpec{ControlPlaneRef: clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane", Name: "wl-cp"}}}
+	if err := c.Create(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"wl-md-errored", "wl-md-building"} {
+		osm := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OpenStackMachine",
+			"metadata": map[string]any{"namespace": ns, "name": name},
+			"spec":     map[string]any{"flavor": "m1.large", "image": map[string]any{"filter": map[string]any{"name": "kindest-node"}}}}}
+		if err := c.Create(ctx, osm); err != nil {
+			t.Fatal(err)
+		}
+		m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: "wl"}},
+			Spec: clusterv1.MachineSpec{ClusterName: "wl", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To("data")},
+				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "OpenStackMachine", Name: name}}}
+		if err := c.Create(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		srv := testenv.OpenStackServer(ns, name)
+		if err := c.Create(ctx, srv); err != nil {
+			t.Fatal(err)
+		}
+		state := map[string]string{"wl-md-errored": "ERROR", "wl-md-building": "BUILD"}[name]
+		srv.Object["status"] = map[string]any{"instanceState": state, "ready": false, "conditions": []any{map[string]any{
+			"type": "InstanceReady", "status": "False", "severity": "Error", "reason": "InstanceStateError",
+			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}}
+		if err := c.Status().Update(ctx, srv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := machines.Failed(ctx, c, ns, "wl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Machine != "wl-md-errored" || got[0].Reason != "InstanceStateError" || !strings.Contains(got[0].Message, "is in ERROR") {
+		t.Errorf("failed machines: %+v, want wl-md-errored alone, its server in ERROR", got)
+	}
+}
