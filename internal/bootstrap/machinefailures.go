@@ -21,15 +21,21 @@ import (
 type machineFailures struct {
 	c                  client.Reader
 	namespace, cluster string
-	said               map[string]string // machine -> the line said about it
+	said               map[string]said // by machine
+}
+
+// said is what was said of a failed machine, and whether a health check was to replace it then.
+type said struct {
+	line     string
+	replaced bool
 }
 
 func newMachineFailures(c client.Reader, namespace, cluster string) *machineFailures {
-	return &machineFailures{c: c, namespace: namespace, cluster: cluster, said: map[string]string{}}
+	return &machineFailures{c: c, namespace: namespace, cluster: cluster, said: map[string]said{}}
 }
 
-// look logs each new failure and returns what ends the cluster's unit: the failures no health
-// check will replace, one line each.
+// look logs each new failure (and one whose replacement changed) and returns what ends the
+// cluster's unit: the failures no health check will replace, one line each.
 func (m *machineFailures) look(ctx context.Context, log func(string, ...any)) ([]string, error) {
 	failed, err := machines.Failed(ctx, m.c, m.namespace, m.cluster)
 	if err != nil {
@@ -37,19 +43,20 @@ func (m *machineFailures) look(ctx context.Context, log func(string, ...any)) ([
 	}
 	var terminal []string
 	for _, f := range failed {
-		line, seen := m.said[f.Machine]
-		if !seen || strings.Contains(line, "health check") != (f.RemediatedBy != "") {
-			line = f.String()
+		before, seen := m.said[f.Machine]
+		now := said{line: before.line, replaced: f.RemediatedBy != ""}
+		if !seen || before.replaced != now.replaced {
+			now.line = f.String()
 			if fault, err := cloudfault.Ask(ctx, m.c, f.Object); err == nil {
-				line += "; " + fault.String()
+				now.line += "; " + fault.String()
 			} else if !errors.Is(err, cloudfault.ErrNotKnown) {
-				line += fmt.Sprintf("; its cloud could not be asked why: %v", err)
+				now.line += fmt.Sprintf("; its cloud could not be asked why: %v", err)
 			}
-			m.said[f.Machine] = line
-			log("%s", line)
+			m.said[f.Machine] = now
+			log("%s", now.line)
 		}
-		if f.RemediatedBy == "" {
-			terminal = append(terminal, line)
+		if !now.replaced {
+			terminal = append(terminal, now.line)
 		}
 	}
 	return terminal, nil

@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cluster-init.dev/cluster-init/internal/machines"
 )
 
 // ErrNotKnown is returned for an infrastructure kind whose cloud this package cannot ask.
@@ -55,10 +57,7 @@ func (f Fault) String() string {
 	return s
 }
 
-var (
-	openStackMachine = schema.GroupKind{Group: "infrastructure.cluster.x-k8s.io", Kind: "OpenStackMachine"}
-	openStackServer  = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "OpenStackServer"}
-)
+var openStackMachine = schema.GroupKind{Group: machines.OpenStackServer.Group, Kind: "OpenStackMachine"}
 
 // Ask asks the cloud of infraMachine (a provider's infrastructure machine, as read) about its
 // server. It returns ErrNotKnown for a kind it cannot ask.
@@ -75,7 +74,7 @@ func Ask(ctx context.Context, c client.Reader, infraMachine *unstructured.Unstru
 // server's ID and the credentials it names, and asks Nova for the server.
 func askOpenStack(ctx context.Context, c client.Reader, machine *unstructured.Unstructured) (Fault, error) {
 	srv := &unstructured.Unstructured{}
-	srv.SetGroupVersionKind(openStackServer)
+	srv.SetGroupVersionKind(machines.OpenStackServer)
 	key := client.ObjectKeyFromObject(machine)
 	if err := c.Get(ctx, key, srv); err != nil {
 		return Fault{}, fmt.Errorf("read OpenStackServer %s: %w", key, err)
@@ -84,7 +83,7 @@ func askOpenStack(ctx context.Context, c client.Reader, machine *unstructured.Un
 	if id == "" {
 		// The cloud refused to create it (a quota, a flavor): CAPO recorded the refusal, and
 		// there is no server to ask about.
-		reason, message := instanceReady(srv)
+		reason, message := machines.InstanceNotReady(srv)
 		if message == "" {
 			return Fault{}, fmt.Errorf("OpenStackServer %s has no server ID and no reason recorded", key)
 		}
@@ -106,22 +105,6 @@ func askOpenStack(ctx context.Context, c client.Reader, machine *unstructured.Un
 		return Fault{}, fmt.Errorf("ask the compute API for server %s: %w", id, err)
 	}
 	return Fault{Server: id, State: "is " + server.Status, Message: server.Fault.Message, Code: server.Fault.Code}, nil
-}
-
-// instanceReady is the reason and message of the server's InstanceReady condition (CAPO's, in
-// Cluster API's v1beta1 form), when it is not true.
-func instanceReady(srv *unstructured.Unstructured) (reason, message string) {
-	conds, _, _ := unstructured.NestedSlice(srv.Object, "status", "conditions")
-	for _, c := range conds {
-		m, ok := c.(map[string]any)
-		if !ok || m["type"] != "InstanceReady" || m["status"] == "True" {
-			continue
-		}
-		reason, _ = m["reason"].(string)
-		message, _ = m["message"].(string)
-		return reason, message
-	}
-	return "", ""
 }
 
 // computeClient authenticates as CAPO does with the Secret's clouds.yaml (and cacert) and

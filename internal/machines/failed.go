@@ -118,19 +118,19 @@ func terminalFailure(infra *unstructured.Unstructured) (reason, message string, 
 	return "", "", false
 }
 
-// openStackServer is what CAPO (v0.12 on) makes for an OpenStackMachine, named alike.
-var openStackServer = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "OpenStackServer"}
+// OpenStackServer is what CAPO (v0.12 on) makes for an OpenStackMachine, named alike.
+var OpenStackServer = schema.GroupVersionKind{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Kind: "OpenStackServer"}
 
 // providerGaveUp reads a provider's own mark of a machine it no longer reconciles, where it sets
 // no failure fields: CAPO stops reconciling an OpenStackServer in ERROR (IsServerTerminalError,
 // "Not reconciling server in error state"), whether Nova failed it or refused to create it,
 // while the OpenStackMachine only waits for the server to be ready.
 func providerGaveUp(ctx context.Context, c client.Reader, infra *unstructured.Unstructured) (reason, message string, failed bool, err error) {
-	if infra.GroupVersionKind().GroupKind() != (schema.GroupKind{Group: openStackServer.Group, Kind: "OpenStackMachine"}) {
+	if infra.GroupVersionKind().GroupKind() != (schema.GroupKind{Group: OpenStackServer.Group, Kind: "OpenStackMachine"}) {
 		return "", "", false, nil
 	}
 	srv := &unstructured.Unstructured{}
-	srv.SetGroupVersionKind(openStackServer)
+	srv.SetGroupVersionKind(OpenStackServer)
 	if err := c.Get(ctx, client.ObjectKeyFromObject(infra), srv); err != nil {
 		if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
 			return "", "", false, nil
@@ -141,15 +141,37 @@ func providerGaveUp(ctx context.Context, c client.Reader, infra *unstructured.Un
 		return "", "", false, nil
 	}
 	reason, message = "InstanceStateError", "OpenStackServer "+srv.GetName()+" is in ERROR, which CAPO does not reconcile"
-	conds, _, _ := unstructured.NestedSlice(srv.Object, "status", "conditions")
-	for _, cond := range conds {
-		if m, ok := cond.(map[string]any); ok && m["type"] == "InstanceReady" && m["status"] != "True" {
-			if r, _ := m["reason"].(string); r != "" {
-				reason = r
-			}
-		}
+	if r, _ := InstanceNotReady(srv); r != "" {
+		reason = r
 	}
 	return reason, message, true, nil
+}
+
+// InstanceNotReady is the reason and message of an OpenStackServer's InstanceReady condition
+// (CAPO's, in Cluster API's v1beta1 form), when it is not true.
+func InstanceNotReady(srv *unstructured.Unstructured) (reason, message string) {
+	conds, _, _ := unstructured.NestedSlice(srv.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if !ok || m["type"] != "InstanceReady" || m["status"] == "True" {
+			continue
+		}
+		reason, _ = m["reason"].(string)
+		message, _ = m["message"].(string)
+		return reason, message
+	}
+	return "", ""
+}
+
+// Unreplaced are the failures no health check will replace: what ends a wait for the machines.
+func Unreplaced(failed []Failure) []Failure {
+	var out []Failure
+	for _, f := range failed {
+		if f.RemediatedBy == "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func healthChecks(ctx context.Context, c client.Reader, namespace, cluster string) ([]clusterv1.MachineHealthCheck, error) {

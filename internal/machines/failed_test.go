@@ -28,33 +28,8 @@ func TestAMachineItsProviderGaveUpOnIsFound(t *testing.T) {
 	c := testenv.Start(t, "test").Client
 	ctx := t.Context()
 
-	openStackMachine := func(name string, status map[string]any) {
-		u := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OpenStackMachine",
-			"metadata": map[string]any{"namespace": ns, "name": name},
-			"spec":     map[string]any{"flavor": "m1.large", "image": map[string]any{"filter": map[string]any{"name": "kindest-node"}}}}}
-		if err := c.Create(ctx, u); err != nil {
-			t.Fatal(err)
-		}
-		if status != nil {
-			u.Object["status"] = status
-			if err := c.Status().Update(ctx, u); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	machineOn := func(name string, controlPlane bool) {
-		labels := map[string]string{clusterv1.ClusterNameLabel: "wl", "pool": "md"}
-		if controlPlane {
-			labels = map[string]string{clusterv1.ClusterNameLabel: "wl", clusterv1.MachineControlPlaneLabel: ""}
-		}
-		m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-			Spec: clusterv1.MachineSpec{ClusterName: "wl", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To("data")},
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "OpenStackMachine", Name: name}}}
-		if err := c.Create(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	openStackMachine := func(name string, status map[string]any) { openStackMachineOf(t, c, name, status) }
+	machineOn := func(name string, controlPlane bool) { machineOnOpenStack(t, c, name, controlPlane) }
 	failed := func() []machines.Failure {
 		t.Helper()
 		got, err := machines.Failed(ctx, c, ns, "wl")
@@ -169,19 +144,8 @@ func TestAnOpenStackServerInErrorIsAFailedMachine(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"wl-md-errored", "wl-md-building"} {
-		osm := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OpenStackMachine",
-			"metadata": map[string]any{"namespace": ns, "name": name},
-			"spec":     map[string]any{"flavor": "m1.large", "image": map[string]any{"filter": map[string]any{"name": "kindest-node"}}}}}
-		if err := c.Create(ctx, osm); err != nil {
-			t.Fatal(err)
-		}
-		m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: "wl"}},
-			Spec: clusterv1.MachineSpec{ClusterName: "wl", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To("data")},
-				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "OpenStackMachine", Name: name}}}
-		if err := c.Create(ctx, m); err != nil {
-			t.Fatal(err)
-		}
+		openStackMachineOf(t, c, name, nil)
+		machineOnOpenStack(t, c, name, false)
 		srv := testenv.OpenStackServer(ns, name)
 		if err := c.Create(ctx, srv); err != nil {
 			t.Fatal(err)
@@ -200,5 +164,39 @@ func TestAnOpenStackServerInErrorIsAFailedMachine(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].Machine != "wl-md-errored" || got[0].Reason != "InstanceStateError" || !strings.Contains(got[0].Message, "is in ERROR") {
 		t.Errorf("failed machines: %+v, want wl-md-errored alone, its server in ERROR", got)
+	}
+}
+
+// openStackMachineOf creates an OpenStackMachine the vendored CRD admits, with status if given.
+func openStackMachineOf(t *testing.T, c client.Client, name string, status map[string]any) {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OpenStackMachine",
+		"metadata": map[string]any{"namespace": ns, "name": name},
+		"spec":     map[string]any{"flavor": "m1.large", "image": map[string]any{"filter": map[string]any{"name": "kindest-node"}}}}}
+	if err := c.Create(t.Context(), u); err != nil {
+		t.Fatal(err)
+	}
+	if status != nil {
+		u.Object["status"] = status
+		if err := c.Status().Update(t.Context(), u); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// machineOnOpenStack creates a Machine of cluster wl on the OpenStackMachine of its name: a
+// worker of pool md, or of the control plane.
+func machineOnOpenStack(t *testing.T, c client.Client, name string, controlPlane bool) {
+	t.Helper()
+	labels := map[string]string{clusterv1.ClusterNameLabel: "wl", "pool": "md"}
+	if controlPlane {
+		labels = map[string]string{clusterv1.ClusterNameLabel: "wl", clusterv1.MachineControlPlaneLabel: ""}
+	}
+	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: clusterv1.MachineSpec{ClusterName: "wl", Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To("data")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "OpenStackMachine", Name: name}}}
+	if err := c.Create(t.Context(), m); err != nil {
+		t.Fatal(err)
 	}
 }

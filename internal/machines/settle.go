@@ -44,10 +44,8 @@ func WaitSettled(ctx context.Context, c, nodes client.Reader, s Settling) (View,
 		// say so now rather than at the timeout.
 		if failed, err := Failed(ctx, c, s.Namespace, s.Name); err == nil {
 			var lines []string
-			for _, f := range failed {
-				if f.RemediatedBy == "" {
-					lines = append(lines, f.String())
-				}
+			for _, f := range Unreplaced(failed) {
+				lines = append(lines, f.String())
 			}
 			if len(lines) > 0 {
 				return false, fmt.Errorf("%w: %s", ErrMachineFailed, strings.Join(lines, "; "))
