@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/apply"
-	"cluster-init.dev/cluster-init/internal/handoff"
+	"cluster-init.dev/cluster-init/internal/fluxobjects"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/readiness"
@@ -114,7 +114,7 @@ func secretsRevision(ctx context.Context, c *kube.Cluster, secrets []*unstructur
 // from then on the units carry the new values.
 func reconcileRelease(ctx context.Context, s *session, c *kube.Cluster) error {
 	key := client.ObjectKey{Namespace: names.Namespace, Name: names.Release}
-	at, err := handoff.RequestReconcile(ctx, c.Client, &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}, time.Now())
+	at, err := fluxobjects.RequestReconcile(ctx, c.Client, &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}, time.Now())
 	if err != nil {
 		return fmt.Errorf("request a reconciliation of HelmRelease %s: %w", key.Name, err)
 	}

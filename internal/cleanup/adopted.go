@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/apply"
+	"cluster-init.dev/cluster-init/internal/fluxobjects"
 	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/machines"
@@ -85,20 +86,13 @@ func suspendSources(ctx context.Context, c *kube.Cluster, log func(string, ...an
 	if err != nil {
 		return err
 	}
-	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":true}}`))
-	suspend := func(obj client.Object) error {
-		if err := c.Client.Patch(ctx, obj, patch); client.IgnoreNotFound(err) != nil && !apimeta.IsNoMatchError(err) {
-			return fmt.Errorf("suspend %s: %w", describe(obj), err)
-		}
-		return nil
-	}
 	// The sources first: no new commit arrives while cleanup runs.
 	for _, src := range []client.Object{
 		&sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Namespace: names.Namespace, Name: names.SourceRepository}},
 		&sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: names.Namespace, Name: names.SourceRepository}},
 		&helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: names.Namespace, Name: names.Release}},
 	} {
-		if err := suspend(src); err != nil {
+		if err := fluxobjects.Suspend(ctx, c.Client, src); err != nil {
 			return err
 		}
 	}
@@ -111,32 +105,18 @@ func suspendSources(ctx context.Context, c *kube.Cluster, log func(string, ...an
 		for _, role := range []string{units.RoleRelease, units.RoleEnvironment} {
 			if unit, ok := u.Graph.ByRole(role); ok {
 				log("suspending unit %s (nothing comes back from git)", unit.Name)
-				if err := suspend(&kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: names.Namespace, Name: unit.Object}}); err != nil {
+				if err := fluxobjects.Suspend(ctx, c.Client, &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: names.Namespace, Name: unit.Object}}); err != nil {
 					return err
 				}
 			}
 		}
 	}
 	for _, ns := range namespaces {
-		tks := &kustomizev1.KustomizationList{}
-		if err := c.Client.List(ctx, tks, client.InNamespace(ns)); err != nil {
-			return fmt.Errorf("list the Kustomizations of tenant %s: %w", ns, err)
+		suspended, err := fluxobjects.SuspendAll(ctx, c.Client, ns)
+		if err != nil {
+			return fmt.Errorf("tenant %s: %w", ns, err)
 		}
-		hrs := &helmv2.HelmReleaseList{}
-		if err := c.Client.List(ctx, hrs, client.InNamespace(ns)); err != nil {
-			return fmt.Errorf("list the releases of tenant %s: %w", ns, err)
-		}
-		log("suspending tenant %s: %d Kustomizations, %d releases", ns, len(tks.Items), len(hrs.Items))
-		for i := range tks.Items {
-			if err := suspend(&tks.Items[i]); err != nil {
-				return err
-			}
-		}
-		for i := range hrs.Items {
-			if err := suspend(&hrs.Items[i]); err != nil {
-				return err
-			}
-		}
+		log("suspended tenant %s: %d Kustomizations, %d releases", ns, len(suspended.Kustomizations), len(suspended.HelmReleases))
 	}
 	return nil
 }

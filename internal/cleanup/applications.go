@@ -7,9 +7,11 @@ import (
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cluster-init.dev/cluster-init/internal/fluxobjects"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/placement"
@@ -21,13 +23,8 @@ import (
 // away and leave the Applications with a finalizer nothing removes.
 func deleteApplications(ctx context.Context, c *kube.Cluster, log func(string, ...any)) error {
 	// Nothing re-creates them from git.
-	ks := &kustomizev1.Kustomization{}
-	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: names.Namespace, Name: names.ApplicationsKustomization}, ks); err == nil && !ks.Spec.Suspend {
-		patch := client.MergeFrom(ks.DeepCopy())
-		ks.Spec.Suspend = true
-		if err := c.Client.Patch(ctx, ks, patch); err != nil {
-			return fmt.Errorf("suspend Kustomization %s: %w", ks.Name, err)
-		}
+	if err := fluxobjects.Suspend(ctx, c.Client, &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: names.Namespace, Name: names.ApplicationsKustomization}}); err != nil {
+		return err
 	}
 	apps, err := placement.List(ctx, c.Client)
 	if err != nil || len(apps) == 0 {

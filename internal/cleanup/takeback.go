@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"os"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
-	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cluster-init.dev/cluster-init/internal/fluxobjects"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/pivot"
 )
@@ -86,25 +84,10 @@ func takeBack(ctx context.Context, kind KindClusters, m *kube.Cluster, t Target,
 // suspendAll suspends every Kustomization and HelmRelease of the namespace: once the move has
 // taken the definitions away, nothing in the management cluster applies them again.
 func suspendAll(ctx context.Context, m *kube.Cluster, namespace string, log func(string, ...any)) error {
-	patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":true}}`))
-	ks := &kustomizev1.KustomizationList{}
-	if err := m.Client.List(ctx, ks, client.InNamespace(namespace)); err != nil {
-		return fmt.Errorf("list the Kustomizations of %s: %w", namespace, err)
+	suspended, err := fluxobjects.SuspendAll(ctx, m.Client, namespace)
+	if err != nil {
+		return err
 	}
-	hrs := &helmv2.HelmReleaseList{}
-	if err := m.Client.List(ctx, hrs, client.InNamespace(namespace)); err != nil {
-		return fmt.Errorf("list the releases of %s: %w", namespace, err)
-	}
-	log("suspending the management cluster's units: %d Kustomizations, %d releases", len(ks.Items), len(hrs.Items))
-	for i := range ks.Items {
-		if err := m.Client.Patch(ctx, &ks.Items[i], patch); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("suspend Kustomization %s: %w", ks.Items[i].Name, err)
-		}
-	}
-	for i := range hrs.Items {
-		if err := m.Client.Patch(ctx, &hrs.Items[i], patch); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("suspend HelmRelease %s: %w", hrs.Items[i].Name, err)
-		}
-	}
+	log("suspended the management cluster's units: %d Kustomizations, %d releases", len(suspended.Kustomizations), len(suspended.HelmReleases))
 	return nil
 }

@@ -13,9 +13,9 @@ import (
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cluster-init.dev/cluster-init/internal/fluxobjects"
 	"cluster-init.dev/cluster-init/internal/readiness"
 )
 
@@ -84,20 +84,11 @@ func (r *Requester) Request(ctx context.Context, u readiness.Units) ([]string, e
 		if st := readiness.OfUnit(obj); st.State != readiness.Pending || st.Reason != meta.DependencyNotReadyReason {
 			continue
 		}
-		if _, err := RequestReconcile(ctx, r.c, obj, now); client.IgnoreNotFound(err) != nil {
+		if _, err := fluxobjects.RequestReconcile(ctx, r.c, obj, now); client.IgnoreNotFound(err) != nil {
 			return asked, fmt.Errorf("request a reconciliation of unit %s: %w", name, err)
 		}
 		r.asked[ks.Name] = now
 		asked = append(asked, name)
 	}
 	return asked, nil
-}
-
-// RequestReconcile asks Flux to reconcile obj (a Kustomization or a HelmRelease) now rather than at
-// its next interval, as `flux reconcile` does, and returns the request's value: Flux reports it in
-// status.lastHandledReconcileAt once it has handled it.
-func RequestReconcile(ctx context.Context, c client.Client, obj client.Object, at time.Time) (string, error) {
-	value := at.Format(time.RFC3339Nano)
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, meta.ReconcileRequestAnnotation, value)
-	return value, c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
 }

@@ -11,6 +11,7 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cluster-init.dev/cluster-init/internal/fluxobjects"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/readiness"
 )
@@ -168,7 +169,7 @@ func (h *HealthChecks) follow(ctx context.Context, ks *kustomizev1.Kustomization
 		return time.Time{}, false
 	}
 	now := h.now()
-	if _, err := RequestReconcile(ctx, h.cluster.Client, current, now); err != nil {
+	if _, err := fluxobjects.RequestReconcile(ctx, h.cluster.Client, current, now); err != nil {
 		return time.Time{}, false
 	}
 	return now, false

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/kubeconfig"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cluster-init.dev/cluster-init/internal/fluxobjects"
 	"cluster-init.dev/cluster-init/internal/handoff"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/machines"
@@ -202,7 +203,6 @@ func (p *pivot) suspend(ctx context.Context, st *State) error {
 	if u.Graph == nil {
 		return Permanent(errors.New("the bootstrap cluster has no unit graph"))
 	}
-	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"suspend":true}}`))
 	releases := []string{names.Release}
 	for _, unit := range u.Graph.SuspendedForPivot() {
 		if unit.Kind == units.KindHelmRelease {
@@ -210,13 +210,13 @@ func (p *pivot) suspend(ctx context.Context, st *State) error {
 		}
 	}
 	for _, name := range releases {
-		if err := p.Bootstrap.Client.Patch(ctx, &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: name}}, patch); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("suspend HelmRelease %s: %w", name, err)
+		if err := fluxobjects.Suspend(ctx, p.Bootstrap.Client, &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: name}}); err != nil {
+			return err
 		}
 	}
 	for _, unit := range u.Graph.SuspendedForPivot() {
-		if err := p.Bootstrap.Client.Patch(ctx, &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: unit.Name}}, patch); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("suspend unit %s: %w", unit.Name, err)
+		if err := fluxobjects.Suspend(ctx, p.Bootstrap.Client, &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: unit.Name}}); err != nil {
+			return fmt.Errorf("unit %s: %w", unit.Name, err)
 		}
 	}
 	return nil

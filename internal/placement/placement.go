@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
+	"cluster-init.dev/cluster-init/internal/fluxobjects"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/readiness"
 )
@@ -199,7 +200,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			// runs the same release, or applied the objects the new one owns now: suspended first,
 			// Flux neither uninstalls nor prunes it when it goes.
 			if renamed[placedKind{placedOn(o), o.GetObjectKind().GroupVersionKind().Kind}] {
-				if err := r.suspend(ctx, o); err != nil {
+				if err := fluxobjects.Suspend(ctx, r.Client, o); err != nil {
 					return reconcile.Result{}, fmt.Errorf("remove the older %s of application %s from %s: %w", o.GetObjectKind().GroupVersionKind().Kind, appID, cluster, err)
 				}
 			}
@@ -218,12 +219,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		res.RequeueAfter = r.RequeueAfter
 	}
 	return res, err
-}
-
-// suspend suspends a Flux object (Kustomization or HelmRelease).
-func (r *Reconciler) suspend(ctx context.Context, o client.Object) error {
-	patch := client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"suspend":true}}`))
-	return client.IgnoreNotFound(r.Client.Patch(ctx, o, patch))
 }
 
 // applicationID is the value of ApplicationLabel for an application.
@@ -576,28 +571,15 @@ func (r *Reconciler) placedObjects(ctx context.Context, appID string) ([]client.
 	if r.indexed {
 		ofApp = client.MatchingFields{applicationIndex: appID}
 	}
+	objs, err := fluxobjects.List(ctx, r.Client, ofApp)
+	if err != nil {
+		return nil, fmt.Errorf("the Flux objects of application %s: %w", appID, err)
+	}
 	var out []client.Object
-	ks := &kustomizev1.KustomizationList{}
-	if err := r.Client.List(ctx, ks, ofApp); err != nil {
-		return nil, fmt.Errorf("list the Kustomizations of application %s: %w", appID, err)
-	}
-	for i := range ks.Items {
-		if !placedHere(&ks.Items[i]) {
-			continue
+	for _, o := range objs.All() {
+		if placedHere(o) {
+			out = append(out, o)
 		}
-		ks.Items[i].SetGroupVersionKind(kustomizev1.GroupVersion.WithKind(kustomizev1.KustomizationKind))
-		out = append(out, &ks.Items[i])
-	}
-	hrs := &helmv2.HelmReleaseList{}
-	if err := r.Client.List(ctx, hrs, ofApp); err != nil {
-		return nil, fmt.Errorf("list the HelmReleases of application %s: %w", appID, err)
-	}
-	for i := range hrs.Items {
-		if !placedHere(&hrs.Items[i]) {
-			continue
-		}
-		hrs.Items[i].SetGroupVersionKind(helmv2.GroupVersion.WithKind(helmv2.HelmReleaseKind))
-		out = append(out, &hrs.Items[i])
 	}
 	return out, nil
 }
