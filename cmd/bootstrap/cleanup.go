@@ -14,6 +14,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/progress"
+	"cluster-init.dev/cluster-init/internal/statedir"
 	"cluster-init.dev/cluster-init/internal/termtext"
 )
 
@@ -81,7 +82,7 @@ values, and works whatever they are.`,
 				TakeBack: func(ctx context.Context) (*kube.Cluster, error) {
 					c, res, err := bootstrap.TakeBack(ctx, bootstrap.TakeBackOptions{Common: bootstrap.Common{
 						RepoRoot: w.root, Env: w.env, Redactor: g.redactor, Overrides: w.overrides,
-						KubeVersion: w.pins["KUBERNETES_VERSION"], BuildCache: buildCache(), StateDir: dir,
+						KubeVersion: w.pins["KUBERNETES_VERSION"], BuildCache: statedir.BuildCache(), StateDir: dir,
 						Timeout: 30 * time.Minute, Out: printer,
 					}}) // the environment's own source, as a bootstrap without --source
 					var phases []progress.Span

@@ -4,18 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"cluster-init.dev/cluster-init/internal/copyvalues"
 	"cluster-init.dev/cluster-init/internal/kube"
@@ -52,23 +44,7 @@ func (f *inClusterFlags) here() (*kube.Cluster, error) {
 	if f.namespace == "" {
 		return nil, fmt.Errorf("--namespace is required (or $POD_NAMESPACE)")
 	}
-	cfg, err := ctrlconfig.GetConfig()
-	if err != nil {
-		return nil, fmt.Errorf("in-cluster configuration: %w", err)
-	}
-	return kube.FromKubeconfig("bootstrap", restToKubeconfig(cfg.Host, cfg.BearerToken, cfg.BearerTokenFile, cfg.CAFile, cfg.CAData))
-}
-
-// restToKubeconfig writes the in-cluster credentials as a kubeconfig, the form every client of
-// this project (and clusterctl) takes.
-func restToKubeconfig(host, token, tokenFile, caFile string, caData []byte) []byte {
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["in-cluster"] = &clientcmdapi.Cluster{Server: host, CertificateAuthority: caFile, CertificateAuthorityData: caData}
-	cfg.AuthInfos["in-cluster"] = &clientcmdapi.AuthInfo{Token: token, TokenFile: tokenFile}
-	cfg.Contexts["in-cluster"] = &clientcmdapi.Context{Cluster: "in-cluster", AuthInfo: "in-cluster"}
-	cfg.CurrentContext = "in-cluster"
-	data, _ := clientcmd.Write(*cfg)
-	return data
+	return kube.InCluster("bootstrap")
 }
 
 func newCopyValuesCommand() *cobra.Command {
@@ -126,53 +102,15 @@ func newPivotCommand() *cobra.Command {
 				},
 			}
 			if failOnceAfter != "" {
-				opts.AfterStep = stopOnceAfter(here, f.namespace, strings.Split(failOnceAfter, ","))
+				opts.AfterStep = pivot.StopOnceAfter(here.Client, f.namespace, strings.Split(failOnceAfter, ","))
 			}
 			return pivot.Run(cmd.Context(), opts)
 		},
 	}
 	f.add(cmd)
 	cmd.Flags().StringVar(&clusterName, "cluster", "", "the Cluster API cluster to pivot")
-	cmd.Flags().StringVar(&failOnceAfter, "fail-once-after", os.Getenv(failOnceAfterEnv), "test hook: exit with an error after each of these steps (comma separated), once each")
+	cmd.Flags().StringVar(&failOnceAfter, "fail-once-after", os.Getenv(pivot.FailOnceAfterEnv), "test hook: exit with an error after each of these steps (comma separated), once each")
 	_ = cmd.Flags().MarkHidden("fail-once-after")
 	_ = cmd.MarkFlagRequired("cluster")
 	return cmd
-}
-
-// failOnceAfterEnv is how the end-to-end tests, through a patch of the pivot Job in their values,
-// ask the pivot to stop after its steps.
-const failOnceAfterEnv = "CLUSTER_INIT_PIVOT_FAIL_ONCE_AFTER"
-
-// stopOnceAfter is the end-to-end tests' hook: it stops the pivot once after each of steps, so
-// that the test sees a restarted pivot resume. What it stopped after is remembered in a ConfigMap
-// of its own, apart from the pivot's record.
-func stopOnceAfter(c *kube.Cluster, namespace string, steps []string) func(context.Context, string) error {
-	const name = "cluster-init-pivot-test-stops"
-	return func(ctx context.Context, step string) error {
-		if !slices.Contains(steps, step) {
-			return nil
-		}
-		cm := &corev1.ConfigMap{}
-		err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cm)
-		if client.IgnoreNotFound(err) != nil {
-			return err
-		}
-		if _, stopped := cm.Data[step]; stopped {
-			return nil
-		}
-		if apierrors.IsNotFound(err) {
-			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Data: map[string]string{step: "stopped"}}
-			err = c.Client.Create(ctx, cm)
-		} else {
-			if cm.Data == nil {
-				cm.Data = map[string]string{}
-			}
-			cm.Data[step] = "stopped"
-			err = c.Client.Update(ctx, cm)
-		}
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("test hook: stopping after step %s", step)
-	}
 }

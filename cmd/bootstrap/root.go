@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -15,6 +13,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/redact"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/secrets"
+	"cluster-init.dev/cluster-init/internal/statedir"
 	"cluster-init.dev/cluster-init/internal/values"
 	"cluster-init.dev/cluster-init/internal/versions"
 )
@@ -191,23 +190,7 @@ func (w *workspace) renderer() (*render.Renderer, error) { return newRenderer(w.
 
 // newRenderer renders from a snapshot of the checkout at root, with the build cache.
 func newRenderer(root string, pins versions.Pins) (*render.Renderer, error) {
-	return render.New(root, pins["KUBERNETES_VERSION"], buildCache())
-}
-
-// buildCache is where unit builds are kept between commands: $CLUSTER_INIT_BUILD_CACHE ("off"
-// for none), else cluster-init/builds in the user's cache directory.
-func buildCache() string {
-	if d := os.Getenv("CLUSTER_INIT_BUILD_CACHE"); d != "" {
-		if d == "off" {
-			return ""
-		}
-		return d
-	}
-	d, err := os.UserCacheDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(d, "cluster-init", "builds")
+	return render.New(root, pins["KUBERNETES_VERSION"], statedir.BuildCache())
 }
 
 // render renders the environment once, in context.

@@ -290,7 +290,7 @@ func writeStandaloneList(w io.Writer, stateDir statedir.Dir, entries []standalon
 		return err
 	}
 	fmt.Fprintf(w, "\nstates: %s", stateDir.Standalone())
-	if own, err := standalone.OwnKeyPath(); err == nil {
+	if own, err := statedir.StandaloneKeyFile(); err == nil {
 		fmt.Fprintf(w, "; cluster-init's own age key (used without --age-key-file): %s", own)
 	}
 	fmt.Fprintln(w)

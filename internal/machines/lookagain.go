@@ -48,7 +48,7 @@ func AskToLookAgain(ctx context.Context, c client.Client, namespace, cluster str
 }
 
 // AskToLookAgainEverywhere is AskToLookAgain for every machine of every cluster: what the
-// management cluster's own controller does (cmd placement-controller), so that a machine added by
+// management cluster's own controller does (internal/controllers), so that a machine added by
 // a commit, with no CLI running, does not wait out the provider's back-off either. It returns
 // the machines it asked for.
 func AskToLookAgainEverywhere(ctx context.Context, c client.Client, now time.Time) ([]client.ObjectKey, error) {

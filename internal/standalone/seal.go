@@ -14,6 +14,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/atomicfile"
 	"cluster-init.dev/cluster-init/internal/boundedfile"
 	"cluster-init.dev/cluster-init/internal/secrets"
+	"cluster-init.dev/cluster-init/internal/statedir"
 )
 
 // Key is the age identity the secrets of standalone states are encrypted to: the user's age key
@@ -27,26 +28,13 @@ type Key struct {
 	recipients map[string]age.Recipient
 }
 
-// OwnKeyPath is where cluster-init keeps its own age key for standalone states.
-func OwnKeyPath() (string, error) {
-	dir := os.Getenv("XDG_CONFIG_HOME")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("the age key of standalone states: %w", err)
-		}
-		dir = filepath.Join(home, ".config")
-	}
-	return filepath.Join(dir, "cluster-init", "standalone.agekey"), nil
-}
-
 // LoadKey returns the key given (user is the user's age key, nil if none), else cluster-init's
 // own, created (0600) if create is set and there is none yet.
 func LoadKey(user *secrets.Key, create bool) (*Key, error) {
 	if user != nil {
 		return parseKey(user.Source, user.Data())
 	}
-	path, err := OwnKeyPath()
+	path, err := statedir.StandaloneKeyFile()
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,9 @@
 //	environments/<env>/adopted             the API server of an adopted management cluster
 //	standalone/<env>/                      a standalone cluster's state (internal/standalone)
 //	diagnostics/                           the bundles written when a run fails
+//
+// Two paths are outside it, on purpose, and defined here too: the build cache (BuildCache), and
+// the age key of standalone states (StandaloneKeyFile).
 package statedir
 
 import (
@@ -114,3 +117,35 @@ func (e Environment) TakenBackRecord() string { return filepath.Join(e.path, "ta
 // adopted (its API server's address): cleanup leaves such a cluster, even when its own state is
 // gone or it does not answer.
 func (e Environment) AdoptedRecord() string { return filepath.Join(e.path, "adopted") }
+
+// BuildCache is where unit builds are kept between commands, outside the state directory (a
+// cache, which may go at any time): $CLUSTER_INIT_BUILD_CACHE ("off" for none), else
+// cluster-init/builds in the user's cache directory; "" for none.
+func BuildCache() string {
+	if d := os.Getenv("CLUSTER_INIT_BUILD_CACHE"); d != "" {
+		if d == "off" {
+			return ""
+		}
+		return d
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(d, "cluster-init", "builds")
+}
+
+// StandaloneKeyFile is where cluster-init keeps its own age key for standalone states: in the
+// user's configuration directory ($XDG_CONFIG_HOME, else ~/.config), outside every state
+// directory, so that a state that is copied or backed up never carries what decrypts it.
+func StandaloneKeyFile() (string, error) {
+	dir := os.Getenv("XDG_CONFIG_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("the age key of standalone states: %w", err)
+		}
+		dir = filepath.Join(home, ".config")
+	}
+	return filepath.Join(dir, "cluster-init", "standalone.agekey"), nil
+}
