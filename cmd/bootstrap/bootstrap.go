@@ -67,7 +67,7 @@ func (g *globals) runBootstrap(cmd *cobra.Command, envName string, f *bootstrapF
 			if err != nil {
 				return &bootstrap.Result{}, err
 			}
-			return bootstrap.Standalone(ctx, bootstrap.StandaloneOptions{Common: c, Source: f.source, Until: f.until, KeepBootstrap: f.keep, Key: key, Versions: w.pins})
+			return bootstrap.Standalone(ctx, bootstrap.StandaloneOptions{Common: c, Source: f.source, Until: f.until, KeepBootstrap: f.keep, Key: key, Versions: w.Pins})
 		}
 		return bootstrap.Run(ctx, bootstrap.CreateOptions{Common: c, Kubeconfig: f.kubeconfig, Context: f.context, Source: f.source, Until: f.until, KeepBootstrap: f.keep})
 	})
@@ -110,11 +110,11 @@ func (g *globals) runFlow(cmd *cobra.Command, envName string, f *bootstrapFlags,
 		return err
 	}
 	res, err := run(cmd.Context(), bootstrap.Common{
-		RepoRoot:    w.root,
-		Env:         w.env,
+		RepoRoot:    w.Root,
+		Env:         w.Env,
 		Redactor:    g.redactor,
-		Overrides:   w.overrides,
-		KubeVersion: w.pins["KUBERNETES_VERSION"],
+		Overrides:   w.Overrides,
+		KubeVersion: w.Pins["KUBERNETES_VERSION"],
 		BuildCache:  statedir.BuildCache(),
 		StateDir:    stateDir,
 		Timeout:     f.timeout,

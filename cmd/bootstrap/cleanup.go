@@ -46,7 +46,7 @@ values, and works whatever they are.`,
 			if err != nil {
 				return err
 			}
-			v, err := w.settings()
+			v, err := w.Settings()
 			if err != nil {
 				return err
 			}
@@ -65,14 +65,14 @@ values, and works whatever they are.`,
 			ctx, cancel := context.WithTimeout(cmd.Context(), 45*time.Minute)
 			defer cancel()
 			return cleanup.Run(ctx, kindcluster.New(dir.KindClusters(), func(msg string) { fmt.Fprintln(out, "kind:", termtext.Block(msg, "  ")) }), cleanup.DockerCLI{}, cleanup.Target{
-				Environment: w.env.Name,
+				Environment: w.Env.Name,
 				State:       dir,
 				Kind:        v.BootstrapCluster.Name,
 				Namespace:   names.Namespace,
 				Cluster:     v.Cluster.Name,
 				CAPD:        v.Cluster.OnDocker(),
 				Flux: func(ctx context.Context) ([]*unstructured.Unstructured, error) {
-					r, err := w.renderer()
+					r, err := w.Renderer()
 					if err != nil {
 						return nil, err
 					}
@@ -81,8 +81,8 @@ values, and works whatever they are.`,
 				},
 				TakeBack: func(ctx context.Context) (*kube.Cluster, error) {
 					c, res, err := bootstrap.TakeBack(ctx, bootstrap.TakeBackOptions{Common: bootstrap.Common{
-						RepoRoot: w.root, Env: w.env, Redactor: g.redactor, Overrides: w.overrides,
-						KubeVersion: w.pins["KUBERNETES_VERSION"], BuildCache: statedir.BuildCache(), StateDir: dir,
+						RepoRoot: w.Root, Env: w.Env, Redactor: g.redactor, Overrides: w.Overrides,
+						KubeVersion: w.Pins["KUBERNETES_VERSION"], BuildCache: statedir.BuildCache(), StateDir: dir,
 						Timeout: 30 * time.Minute, Out: printer,
 					}}) // the environment's own source, as a bootstrap without --source
 					var phases []progress.Span

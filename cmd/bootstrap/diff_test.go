@@ -56,7 +56,7 @@ func TestDiffSaysWhatACommitWouldChangeInTheManagementCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	owners, _, err := w.diffOwners(t.Context(), c, nil)
+	owners, _, err := diff.Owners(t.Context(), c, w, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

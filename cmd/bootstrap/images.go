@@ -29,7 +29,7 @@ image of CAPD machines.`,
 			if err != nil {
 				return err
 			}
-			r, err := w.renderer()
+			r, err := w.Renderer()
 			if err != nil {
 				return err
 			}
@@ -37,7 +37,7 @@ image of CAPD machines.`,
 			var objs []*unstructured.Unstructured
 			var uses []images.Use
 			for _, t := range validate.Targets() {
-				opts := w.renderOptions(t.Context)
+				opts := w.RenderOptions(t.Context)
 				opts.State = t.State
 				res, err := r.Render(cmd.Context(), opts)
 				if err != nil {

@@ -47,7 +47,7 @@ kubeconfig is never printed.`,
 				if err != nil {
 					return err
 				}
-				output = dir.Environment(w.env.Name).WorkloadKubeconfig(key.Namespace, key.Name)
+				output = dir.Environment(w.Env.Name).WorkloadKubeconfig(key.Namespace, key.Name)
 			}
 			if err := os.MkdirAll(filepath.Dir(output), 0o700); err != nil {
 				return fmt.Errorf("write the kubeconfig of %s: %w", key, err)

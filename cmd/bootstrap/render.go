@@ -26,7 +26,7 @@ unit that applies it. Secret values, and any credential of the environment where
 			if err != nil {
 				return err
 			}
-			res, err := w.render(cmd.Context(), context)
+			res, err := w.Render(cmd.Context(), context)
 			if err != nil {
 				return err
 			}

@@ -1,21 +1,14 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 
-	"cluster-init.dev/cluster-init/internal/boundedfile"
 	"cluster-init.dev/cluster-init/internal/checkout"
-	"cluster-init.dev/cluster-init/internal/environment"
 	"cluster-init.dev/cluster-init/internal/redact"
-	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/secrets"
-	"cluster-init.dev/cluster-init/internal/statedir"
-	"cluster-init.dev/cluster-init/internal/values"
-	"cluster-init.dev/cluster-init/internal/versions"
+	ws "cluster-init.dev/cluster-init/internal/workspace"
 )
 
 // globals are the flags every command shares, and what every command's output passes through.
@@ -103,14 +96,8 @@ func redactErrors(c *cobra.Command, r *redact.Redactor) {
 	}
 }
 
-// workspace is what a command works on: the checkout, its pins, an environment and the extra
-// values files given with --values.
-type workspace struct {
-	root      string
-	pins      versions.Pins
-	env       *environment.Environment
-	overrides []values.Layer
-}
+// workspace is what a command works on (internal/workspace).
+type workspace = ws.Workspace
 
 // addValuesFlag gives a command the --values flag of bootstrap, so that what it shows or checks
 // is what bootstrap would apply with the same files.
@@ -124,20 +111,9 @@ func (g *globals) openWithValues(envName string, files []string) (*workspace, er
 	if err != nil {
 		return nil, err
 	}
-	for _, path := range files {
-		display := checkout.Relative(w.root, absolute(path))
-		data, err := boundedfile.ReadFile(path, display, boundedfile.Values)
-		if err != nil {
-			return nil, fmt.Errorf("--values: %w", err)
-		}
-		l, err := values.ParseLayer(display, data, false)
-		if err != nil {
-			return nil, err
-		}
-		w.overrides = append(w.overrides, l)
-		g.redactor.Add(w.env.SecretValues(l)...)
-	}
-	return w, nil
+	secretValues, err := w.AddValuesFiles(files)
+	g.redactor.Add(secretValues...)
+	return w, err
 }
 
 // checkoutRoot is the cluster-init checkout the command works in: --repo, else the one
@@ -155,56 +131,14 @@ func (g *globals) open(envName string) (*workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	pins, err := versions.Load(root)
-	if err != nil {
-		return nil, err
-	}
-	name, dir, err := environment.Resolve(root, envName)
-	if err != nil {
-		return nil, err
-	}
 	key, err := secrets.LoadKey(g.ageKeyFile)
 	if err != nil {
 		return nil, err
 	}
-	env, err := environment.Load(name, dir, func(p string) string { return checkout.Relative(root, p) }, key)
+	w, err := ws.Open(root, envName, key)
 	if err != nil {
 		return nil, err
 	}
-	g.redactor.Add(env.SecretValues()...)
-	return &workspace{root: root, pins: pins, env: env}, nil
-}
-
-// rel is how messages show a path of the checkout.
-func (w *workspace) rel(p string) string { return checkout.Relative(w.root, p) }
-
-func (w *workspace) renderOptions(context string) render.Options {
-	if context == "" {
-		context = render.ContextBootstrap
-	}
-	return render.Options{Env: w.env, Context: context, Overrides: w.overrides}
-}
-
-// renderer renders the workspace's checkout; the caller closes it.
-func (w *workspace) renderer() (*render.Renderer, error) { return newRenderer(w.root, w.pins) }
-
-// newRenderer renders from a snapshot of the checkout at root, with the build cache.
-func newRenderer(root string, pins versions.Pins) (*render.Renderer, error) {
-	return render.New(root, pins["KUBERNETES_VERSION"], statedir.BuildCache())
-}
-
-// render renders the environment once, in context.
-func (w *workspace) render(ctx context.Context, context string) (*render.Result, error) {
-	r, err := w.renderer()
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	return r.Render(ctx, w.renderOptions(context))
-}
-
-// settings reads the names and choices of the environment's values in the bootstrap context,
-// without checking them: for the commands that must work whatever the values.
-func (w *workspace) settings() (values.Settings, error) {
-	return render.Unchecked(w.root, w.renderOptions(render.ContextBootstrap))
+	g.redactor.Add(w.Env.SecretValues()...)
+	return w, nil
 }

@@ -74,8 +74,8 @@ neither needs to be installed.`,
 				}
 				recipients = key.Recipients()
 			}
-			path := filepath.Join(w.env.Dir, names.SecretsKey)
-			rel := w.rel(path)
+			path := filepath.Join(w.Env.Dir, names.SecretsKey)
+			rel := w.Rel(path)
 			data, err := boundedfile.ReadFile(path, rel, boundedfile.Values)
 			if err != nil {
 				return err

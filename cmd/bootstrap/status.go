@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"sync"
 	"time"
 
 	"github.com/fluxcd/pkg/apis/meta"
@@ -15,11 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
-	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/kube"
-	"cluster-init.dev/cluster-init/internal/placement"
 	"cluster-init.dev/cluster-init/internal/progress"
 	"cluster-init.dev/cluster-init/internal/revisions"
+	"cluster-init.dev/cluster-init/internal/status"
 	"cluster-init.dev/cluster-init/internal/termtext"
 	"cluster-init.dev/cluster-init/internal/values"
 )
@@ -44,7 +41,7 @@ bootstrap cluster before the pivot) live, as bootstrap shows them, until interru
 			}
 			if watch {
 				if len(clusters) == 0 {
-					return fmt.Errorf("environment %s has no cluster on this machine to watch: give its --kubeconfig", w.env.Name)
+					return fmt.Errorf("environment %s has no cluster on this machine to watch: give its --kubeconfig", w.Env.Name)
 				}
 				return g.watchStatus(cmd, output, progress.Source{Cluster: clusters[len(clusters)-1], ClusterName: v.Cluster.Name, Revisions: true})
 			}
@@ -53,19 +50,19 @@ bootstrap cluster before the pivot) live, as bootstrap shows them, until interru
 			defer cancel()
 			var unread []error
 			for i, c := range clusters {
-				look, err := lookAt(ctx, c, v.Cluster.Name)
+				look, err := status.LookAt(ctx, c, v.Cluster.Name)
 				if err != nil {
 					unread = append(unread, err)
 				}
 				if i > 0 {
 					fmt.Fprintln(cmd.OutOrStdout())
 				}
-				if look.unitsRead {
-					snap := progress.NewTracker(time.Now()).Update(look.units, time.Now())
-					progress.WriteStatus(cmd.OutOrStdout(), fmt.Sprintf("%s, %s cluster (%s)", w.env.Name, c.Name, c.Config.Host), snap)
+				if look.UnitsRead {
+					snap := progress.NewTracker(time.Now()).Update(look.Units, time.Now())
+					progress.WriteStatus(cmd.OutOrStdout(), fmt.Sprintf("%s, %s cluster (%s)", w.Env.Name, c.Name, c.Config.Host), snap)
 				}
-				progress.WriteWorkloadClusters(cmd.OutOrStdout(), look.tenants)
-				writeApplications(cmd.OutOrStdout(), look.apps, look.revisions)
+				progress.WriteWorkloadClusters(cmd.OutOrStdout(), look.Tenants)
+				writeApplications(cmd.OutOrStdout(), look.Apps, look.Revisions)
 			}
 			return errors.Join(unread...)
 		},
@@ -74,54 +71,6 @@ bootstrap cluster before the pivot) live, as bootstrap shows them, until interru
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the units live until interrupted")
 	cmd.Flags().StringVarP(&output, "output", "o", "auto", "with --watch: auto (a live view on a terminal, else plain), tty, plain or json")
 	return cmd
-}
-
-// clusterLook is what status shows of one cluster.
-type clusterLook struct {
-	units     progress.Observed
-	tenants   []progress.Tenant
-	apps      []appsv1.Application
-	revisions map[string]map[string]revisions.Revision // by namespace/name of the application, then cluster
-	// unitsRead is false when the units could not be read: there is no tree to show.
-	unitsRead bool
-}
-
-// lookAt reads one cluster's units, workload clusters and applications, the three side by side:
-// on a management cluster loaded with clusters coming up, each read waits, and status must stay
-// quick. A part that cannot be read does not keep the others from being shown: each part read is
-// in look, and err says which were not.
-func lookAt(ctx context.Context, c *kube.Cluster, clusterName string) (look clusterLook, err error) {
-	var unitsErr, tenantsErr, appsErr error
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if look.units, unitsErr = (progress.Source{Cluster: c, ClusterName: clusterName, Revisions: true}).Observe(ctx); unitsErr != nil {
-			unitsErr = fmt.Errorf("read the units of the %s cluster: %w", c.Name, unitsErr)
-		}
-	})
-	wg.Go(func() {
-		if look.tenants, tenantsErr = progress.ObserveWorkloadClusters(ctx, c.Client); tenantsErr != nil {
-			tenantsErr = fmt.Errorf("read the workload clusters of the %s cluster: %w", c.Name, tenantsErr)
-		}
-	})
-	wg.Go(func() {
-		apps, err := placement.List(ctx, c.Client)
-		if err != nil {
-			appsErr = fmt.Errorf("read the applications of the %s cluster: %w", c.Name, err)
-			return
-		}
-		rd := revisions.NewReader(c.Client)
-		revs := map[string]map[string]revisions.Revision{}
-		for i := range apps {
-			if revs[apps[i].Namespace+"/"+apps[i].Name], err = placement.Revisions(ctx, c.Client, rd, &apps[i]); err != nil {
-				appsErr = err
-				return
-			}
-		}
-		look.apps, look.revisions = apps, revs
-	})
-	wg.Wait()
-	look.unitsRead = unitsErr == nil
-	return look, errors.Join(unitsErr, tenantsErr, appsErr)
 }
 
 // watchStatus shows the units of one cluster live, with the printer of bootstrap, until the
@@ -160,59 +109,30 @@ func addKubeconfigFlags(cmd *cobra.Command, kubeconfig, kubeContext *string, wha
 	cmd.Flags().StringVar(kubeContext, "kube-context", "", "the context of the kubeconfig to use (default: its current context)")
 }
 
-// openClusters opens the environment and connects to the clusters that hold its units
-// (statusClusters).
+// openClusters opens the environment and connects to the clusters that hold its units: the one
+// of --kubeconfig, else those of status.Clusters.
 func (g *globals) openClusters(env, kubeconfig, kubeContext string) (*workspace, values.Settings, []*kube.Cluster, error) {
 	w, err := g.open(env)
 	if err != nil {
 		return nil, values.Settings{}, nil, err
 	}
-	v, err := w.settings()
+	v, err := w.Settings()
 	if err != nil {
 		return nil, values.Settings{}, nil, err
 	}
-	clusters, err := w.statusClusters(v, kubeconfig, kubeContext)
-	return w, v, clusters, err
-}
-
-// statusClusters are the clusters that hold the environment's units: the one given, else the
-// kind bootstrap cluster and the management cluster, whichever exist.
-func (w *workspace) statusClusters(v values.Settings, kubeconfig, kubeContext string) ([]*kube.Cluster, error) {
 	if kubeconfig != "" {
 		c, err := kube.Load("given", kubeconfig, kubeContext)
 		if err != nil {
-			return nil, err
+			return nil, values.Settings{}, nil, err
 		}
-		return []*kube.Cluster{c}, nil
+		return w, v, []*kube.Cluster{c}, nil
 	}
 	dir, err := stateDir()
 	if err != nil {
-		return nil, err
+		return nil, values.Settings{}, nil, err
 	}
-	var clusters []*kube.Cluster
-	kindName := v.BootstrapCluster.Name
-	m := kindcluster.New(dir.KindClusters(), func(string) {})
-	if ok, err := m.Exists(kindName); err != nil {
-		return nil, err
-	} else if ok {
-		c, err := m.Connect(kindName)
-		if err != nil {
-			return nil, err
-		}
-		clusters = append(clusters, c)
-	}
-	path := dir.Environment(w.env.Name).ManagementKubeconfig()
-	if _, err := os.Stat(path); err == nil {
-		c, err := kube.FromFile("management", path)
-		if err != nil {
-			return nil, err
-		}
-		clusters = append(clusters, c)
-	}
-	if len(clusters) == 0 {
-		return nil, fmt.Errorf("no bootstrap of %s here: no kind cluster %s and no management kubeconfig %s: run `bootstrap %s` first", w.env.Name, kindName, path, w.env.Name)
-	}
-	return clusters, nil
+	clusters, err := status.Clusters(dir, w.Env.Name, v.BootstrapCluster.Name)
+	return w, v, clusters, err
 }
 
 // writeApplications prints each application with its summed state and every cluster it is on;

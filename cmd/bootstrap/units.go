@@ -28,16 +28,16 @@ bootstrap cluster, the management cluster before and after the pivot, and every 
 				return err
 			}
 			if contexts {
-				return w.writeContexts(cmd)
+				return writeContexts(cmd, w)
 			}
-			opts := w.renderOptions(context)
-			res, err := w.render(cmd.Context(), opts.Context)
+			opts := w.RenderOptions(context)
+			res, err := w.Render(cmd.Context(), opts.Context)
 			if err != nil {
 				return err
 			}
 			switch output {
 			case "tree":
-				return res.Graph.WriteTree(cmd.OutOrStdout(), fmt.Sprintf("%s, context %s", w.env.Name, opts.Context))
+				return res.Graph.WriteTree(cmd.OutOrStdout(), fmt.Sprintf("%s, context %s", w.Env.Name, opts.Context))
 			case "mermaid":
 				return res.Graph.WriteMermaid(cmd.OutOrStdout())
 			case "json":
@@ -55,8 +55,8 @@ bootstrap cluster, the management cluster before and after the pivot, and every 
 }
 
 // writeContexts prints which unit runs where, from the graphs the chart resolves in each context.
-func (w *workspace) writeContexts(cmd *cobra.Command) error {
-	r, err := w.renderer()
+func writeContexts(cmd *cobra.Command, w *workspace) error {
+	r, err := w.Renderer()
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func (w *workspace) writeContexts(cmd *cobra.Command) error {
 	targets := append(validate.Targets(), validate.Target{Name: "workload", Context: render.ContextWorkload})
 	var graphs []*units.Graph
 	for _, t := range targets {
-		opts := w.renderOptions(t.Context)
+		opts := w.RenderOptions(t.Context)
 		opts.State = t.State
 		res, err := r.Render(cmd.Context(), opts)
 		if err != nil {
@@ -73,7 +73,7 @@ func (w *workspace) writeContexts(cmd *cobra.Command) error {
 		graphs = append(graphs, res.Graph)
 	}
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "%s: where each unit runs (✓ enabled in that release, ✓ inside: applied into the cluster the release defines, · disabled: see bootstrap units --context)\n\n", w.env.Name)
+	fmt.Fprintf(out, "%s: where each unit runs (✓ enabled in that release, ✓ inside: applied into the cluster the release defines, · disabled: see bootstrap units --context)\n\n", w.Env.Name)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "unit")
 	for _, t := range targets {

@@ -10,16 +10,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/names"
-	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/standalone"
 	"cluster-init.dev/cluster-init/internal/termtext"
 	"cluster-init.dev/cluster-init/internal/upgrades"
-	"cluster-init.dev/cluster-init/internal/validate"
 )
 
 func newUpgradeCommand(g *globals) *cobra.Command {
@@ -81,98 +76,21 @@ It changes nothing.`,
 			c := clusters[len(clusters)-1]
 			ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
 			defer cancel()
-			plan, err := w.upgradePlan(ctx, c, v.Cluster.Name, v.Cluster.KubernetesVersion)
+			// The management cluster's own Cluster is in the release's namespace.
+			plan, err := upgrades.Read(ctx, c, w, upgrades.ManagementCluster{Namespace: names.Namespace, Name: v.Cluster.Name, Asked: v.Cluster.KubernetesVersion})
 			if err != nil {
 				return err
 			}
 			if output == "json" {
 				return termtext.WriteJSON(cmd.OutOrStdout(), plan, "  ")
 			}
-			writePlan(cmd.OutOrStdout(), fmt.Sprintf("%s, %s cluster (%s)", w.env.Name, c.Name, c.Config.Host), plan)
+			writePlan(cmd.OutOrStdout(), fmt.Sprintf("%s, %s cluster (%s)", w.Env.Name, c.Name, c.Config.Host), plan)
 			return nil
 		},
 	}
 	addKubeconfigFlags(cmd, &kubeconfig, &kubeContext, "the management cluster to read, if it is not one of cluster-init's")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
 	return cmd
-}
-
-// upgradePlan reads the clusters and components of c against what the checkout asks for.
-func (w *workspace) upgradePlan(ctx context.Context, c *kube.Cluster, managementName, managementVersion string) (upgrades.Plan, error) {
-	// The management cluster's own Cluster is in the release's namespace.
-	clusters, err := upgrades.Clusters(ctx, c.Client, upgrades.ManagementCluster{Namespace: names.Namespace, Name: managementName, Asked: managementVersion})
-	if err != nil {
-		return upgrades.Plan{}, fmt.Errorf("read the clusters of the %s cluster: %w", c.Name, err)
-	}
-	opts := w.renderOptions(render.ContextManagement)
-	for _, t := range validate.Targets() {
-		if t.Context == render.ContextManagement && len(t.State) > 0 {
-			opts.State = t.State // after the pivot: the release that runs there
-		}
-	}
-	r, err := w.renderer()
-	if err != nil {
-		return upgrades.Plan{}, err
-	}
-	defer r.Close()
-	res, err := r.Render(ctx, opts)
-	if err != nil {
-		return upgrades.Plan{}, fmt.Errorf("render the checkout's management cluster: %w", err)
-	}
-	// Flux, as bootstrap installs it into the management cluster, and every unit's controllers.
-	flux, err := r.Flux(ctx)
-	if err != nil {
-		return upgrades.Plan{}, fmt.Errorf("render the checkout's Flux: %w", err)
-	}
-	objects := make([]render.Object, 0, len(flux)+len(res.Objects))
-	for _, o := range flux {
-		objects = append(objects, render.Object{Unit: "flux", Object: o})
-	}
-	objects = append(objects, res.Objects...)
-	// A unit applied through a kubeconfig runs its objects in another cluster (a workload
-	// cluster's CNI, metrics-server): not the management cluster's components.
-	remote := map[string]bool{}
-	checkout := upgrades.Checkout{Units: map[string]client.ObjectKey{}}
-	for _, u := range res.Graph.Enabled() {
-		remote[u.Name] = u.Kubeconfig
-		if !u.Kubeconfig {
-			checkout.Units[u.Name] = client.ObjectKey{Namespace: names.Namespace, Name: u.Object}
-		}
-	}
-	for _, o := range objects {
-		if o.Unit == "" || remote[o.Unit] {
-			continue
-		}
-		switch o.Object.GroupVersionKind().GroupKind().String() {
-		case "Deployment.apps":
-			d := upgrades.WantedDeployment{Unit: o.Unit, Namespace: o.Object.GetNamespace(), Name: o.Object.GetName()}
-			containers, _, _ := unstructured.NestedSlice(o.Object.Object, "spec", "template", "spec", "containers")
-			for _, ctr := range containers {
-				if m, ok := ctr.(map[string]any); ok {
-					if img, ok := m["image"].(string); ok {
-						d.Images = append(d.Images, img)
-					}
-				}
-			}
-			checkout.Deployments = append(checkout.Deployments, d)
-		case "CustomResourceDefinition.apiextensions.k8s.io":
-			crd := upgrades.WantedCRD{Unit: o.Unit, Name: o.Object.GetName()}
-			versions, _, _ := unstructured.NestedSlice(o.Object.Object, "spec", "versions")
-			for _, v := range versions {
-				if m, ok := v.(map[string]any); ok {
-					if name, ok := m["name"].(string); ok {
-						crd.Versions = append(crd.Versions, name)
-					}
-				}
-			}
-			checkout.CRDs = append(checkout.CRDs, crd)
-		}
-	}
-	components, err := upgrades.Components(ctx, c.Client, checkout)
-	if err != nil {
-		return upgrades.Plan{}, fmt.Errorf("read the components of the %s cluster: %w", c.Name, err)
-	}
-	return upgrades.Plan{Clusters: clusters, Components: components}, nil
 }
 
 // writePlan prints a plan as two tables; what comes from the cluster is escaped in its cell.

@@ -19,6 +19,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/termtext"
 	"cluster-init.dev/cluster-init/internal/validate"
 	"cluster-init.dev/cluster-init/internal/versions"
+	ws "cluster-init.dev/cluster-init/internal/workspace"
 )
 
 // validateFlags are the flags of `bootstrap validate`.
@@ -85,7 +86,7 @@ func (g *globals) validateAll(ctx context.Context, cmd *cobra.Command, f *valida
 	if err != nil {
 		return err
 	}
-	r, err := newRenderer(root, pins)
+	r, err := ws.NewRenderer(root, pins)
 	if err != nil {
 		return err
 	}
@@ -133,7 +134,7 @@ func (g *globals) validateEnvironment(ctx context.Context, out io.Writer, r *ren
 		return err
 	}
 	if r == nil {
-		if r, err = w.renderer(); err != nil {
+		if r, err = w.Renderer(); err != nil {
 			return err
 		}
 		defer r.Close()
@@ -147,20 +148,20 @@ func (g *globals) validateEnvironment(ctx context.Context, out io.Writer, r *ren
 			return err
 		}
 	}
-	reports, err := shared.EnvironmentAs(ctx, r, w.root, w.renderOptions(""), targets, checkouts)
+	reports, err := shared.EnvironmentAs(ctx, r, w.Root, w.RenderOptions(""), targets, checkouts)
 	for _, r := range reports {
 		if r.Unread != "" {
-			fmt.Fprintf(out, "%s: %s: %s\n", termtext.Line(w.env.Name), r.Target, termtext.Line(r.Unread))
+			fmt.Fprintf(out, "%s: %s: %s\n", termtext.Line(w.Env.Name), r.Target, termtext.Line(r.Unread))
 			continue
 		}
 		verdict := "valid"
 		if r.Problems > 0 {
 			verdict = fmt.Sprintf("INVALID (%d problems, below)", r.Problems)
 		}
-		fmt.Fprintf(out, "%s: %s: %d units, %d objects %s\n", termtext.Line(w.env.Name), r.Target, r.Units, r.Objects, verdict)
+		fmt.Fprintf(out, "%s: %s: %d units, %d objects %s\n", termtext.Line(w.Env.Name), r.Target, r.Units, r.Objects, verdict)
 	}
 	if err != nil {
-		return fmt.Errorf("environment %s is invalid:\n%w", w.env.Name, err)
+		return fmt.Errorf("environment %s is invalid:\n%w", w.Env.Name, err)
 	}
 	return nil
 }
