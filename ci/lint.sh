@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Lint: formatting, go vet, and the generated API files (CRD, deep copies) up to date with the
-# Go types they are generated from. Run from anywhere.
+# Lint: formatting, shellcheck on every shell script of tools/, ci/ and .ci/, go vet, and the
+# generated API files (CRD, deep copies) up to date with the Go types they are generated from.
+# Run from anywhere. Needs shellcheck (Debian's package; the pipeline installs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +11,21 @@ if [ -n "$unformatted" ]; then
   echo "$unformatted" >&2
   exit 1
 fi
+
+# The shell scripts, found rather than listed so that a new one is checked too: files named *.sh
+# and files whose first line is a sh or bash shebang (tools/testbed/up, .ci/run, ...).
+# .shellcheckrc (repository root) has shellcheck follow what they source, found from each
+# script's directory.
+command -v shellcheck >/dev/null || { echo "shellcheck not found: apt-get install shellcheck" >&2; exit 1; }
+scripts=()
+while IFS= read -r -d '' f; do
+  first=""
+  IFS= read -r first <"$f" || true
+  if [[ $f == *.sh || $first =~ ^\#!.*/(env[[:space:]]+)?(ba)?sh([[:space:]]|$) ]]; then scripts+=("$f"); fi
+done < <(find tools ci .ci -name node_modules -prune -o -type f -print0 | LC_ALL=C sort -z)
+echo "shellcheck $(shellcheck --version | sed -n 's/^version: //p'): ${#scripts[@]} scripts"
+shellcheck "${scripts[@]}"
+
 go vet ./...
 
 # controller-gen (pinned in api/apps/v1alpha1's go:generate line) writes into a copy of what it

@@ -69,14 +69,12 @@ tb_init() {
 
 # load_versions: source tools/versions.env, the project's pins (plain KEY=value lines).
 load_versions() {
-  local f
-  for f in "$REPO_ROOT/tools/versions.env"; do
-    [[ -f $f ]] || die "missing $f"
-    set -a
-    # shellcheck disable=SC1090
-    source "$f"
-    set +a
-  done
+  local f=$REPO_ROOT/tools/versions.env
+  [[ -f $f ]] || die "missing $f"
+  set -a
+  # shellcheck disable=SC1090 # KEY=value pins, not a script whose definitions need following
+  source "$f"
+  set +a
 }
 
 # require_vars NAME...: fail early with a clear message when a pin is missing.

@@ -18,75 +18,184 @@ wrapper_for() {
   go_wrapper "$name" "$body" "$dir/go.sum"
 }
 
-# Node runtime: containerd, runc, CNI plugins, crictl (kind's base image builds the same).
-build_runtime() {
-  require_vars CONTAINERD_VERSION CONTAINERD_REVISION RUNC_VERSION RUNC_COMMIT CNI_PLUGINS_VERSION CRICTL_VERSION
-  local m wrap key ld
+# The Go components built alike, one line each: a wrapper module (wrapper_for) requiring the
+# module at its pin with the binaries' packages as its tools, one cache key (bin_key) for the
+# binaries, and one go build of each (go_bin). Columns, between "|":
+#   name      the component: build_components' argument, the first part of the cache key and
+#             the wrapper module's name (unless options give another)
+#   module    the Go module
+#   pins      the variable of its version (tools/versions.env), then any other pin the build
+#             needs; build_components requires them all before it builds anything
+#   variable  set to the binaries' directory, $CACHE/bin/<key>
+#   key tag   the last part of the cache key; it starts with cgoN: CGO_ENABLED=N for each binary
+#             that gives no other
+#   options   "-" or words: nosumdb (the checksum database has no entry for the module: it is
+#             added to GONOSUMDB), link (link_tool each binary), wrapper=NAME (the wrapper's name)
+#   go flags  "-" or the go build flags before -ldflags; the words after -tags are its one argument
+#   binaries  BIN:PKG[:CGO]... with PKG relative to the module ("." is its root); in this order
+#             they are the wrapper's tools and the builds
+#   ldflags   {m} stands for the module, {VAR} for the value of VAR, {VAR#v} for it without a
+#             leading v
+COMPONENTS=(
+  # name                | module                                            | pins                                   | variable           | key tag          | options           | go flags                                        | binaries | ldflags
+  #
+  # Node runtime (build_runtime; kind's base image builds the same). containerd and ctr with cgo
+  # like containerd's Makefile; the shim is always static there. runc needs cgo (libseccomp,
+  # nsenter); its version comes from its embedded VERSION file. Of the CNI plugins kind ships
+  # host-local, loopback, ptp and portmap; bridge is added because the flannel CNI plugin
+  # delegates to it.
+  'containerd             | github.com/containerd/containerd/v2               | CONTAINERD_VERSION CONTAINERD_REVISION | CONTAINERD_BIN     | cgo1-shim-cgo0   | -                 | -tags no_aufs no_btrfs no_devmapper no_zfs      | containerd:cmd/containerd ctr:cmd/ctr containerd-shim-runc-v2:cmd/containerd-shim-runc-v2:0 | -s -w -X {m}/version.Version={CONTAINERD_VERSION} -X {m}/version.Revision={CONTAINERD_REVISION} -X {m}/version.Package={m}'
+  'runc                   | github.com/opencontainers/runc                    | RUNC_VERSION RUNC_COMMIT               | RUNC_BIN           | cgo1-pie-seccomp | -                 | -buildmode=pie -tags seccomp urfave_cli_no_docs | runc:. | -X main.gitCommit={RUNC_COMMIT}'
+  'cni-plugins            | github.com/containernetworking/plugins            | CNI_PLUGINS_VERSION                    | CNI_BIN            | cgo0             | -                 | -                                               | host-local:plugins/ipam/host-local loopback:plugins/main/loopback ptp:plugins/main/ptp bridge:plugins/main/bridge portmap:plugins/meta/portmap | -s -w -X {m}/pkg/utils/buildversion.BuildVersion={CNI_PLUGINS_VERSION}'
+  'crictl                 | sigs.k8s.io/cri-tools                             | CRICTL_VERSION                         | CRICTL_BIN         | cgo0             | wrapper=cri-tools | -                                               | crictl:cmd/crictl | -s -w -X {m}/pkg/version.Version={CRICTL_VERSION}'
+  # CoreDNS (image tag checked against kubeadm's default in build-images). COREDNS_COMMIT may be
+  # empty (not known for KUBERNETES_PREVIOUS_COREDNS_VERSION): CoreDNS then reports no commit,
+  # nothing reads it.
+  'coredns                | github.com/coredns/coredns                        | COREDNS_VERSION                        | COREDNS_BIN        | cgo0             | -                 | -                                               | coredns:. | -s -w -X {m}/coremain.GitCommit={COREDNS_COMMIT}'
+  # kind's storage provisioner.
+  'local-path-provisioner | github.com/rancher/local-path-provisioner         | LOCAL_PATH_PROVISIONER_VERSION         | LPP_BIN            | cgo0             | -                 | -                                               | local-path-provisioner:. | -s -w -X main.VERSION={LOCAL_PATH_PROVISIONER_VERSION}'
+  # cert-manager controller, webhook, cainjector, plus acmesolver and ctl, whose images the
+  # chart references too (HTTP-01 solver pods, the startupapicheck job).
+  'cert-manager           | github.com/cert-manager/cert-manager              | CERT_MANAGER_VERSION                   | CERT_MANAGER_BIN   | cgo0             | -                 | -                                               | controller:cmd/controller webhook:cmd/webhook cainjector:cmd/cainjector acmesolver:cmd/acmesolver ctl:cmd/ctl | -s -w -X {m}/pkg/util.AppVersion={CERT_MANAGER_VERSION}'
+  # flanneld (with cgo on amd64 like upstream: the UDP backend needs it) and the flannel CNI
+  # plugin. The plugin's current module (flannel-io/cni-plugin) is not served by the module
+  # proxy here, so it is built from its original upstream source, plugins/meta/flannel of
+  # containernetworking/plugins at FLANNEL_CNI_PLUGIN_SOURCE_VERSION (tools/versions.env).
+  'flannel                | github.com/flannel-io/flannel                     | FLANNEL_VERSION                        | FLANNEL_BIN        | cgo1             | nosumdb           | -                                               | flanneld:. | -s -w -X {m}/pkg/version.Version={FLANNEL_VERSION}'
+  'flannel-cni-plugin     | github.com/containernetworking/plugins            | FLANNEL_CNI_PLUGIN_SOURCE_VERSION      | FLANNEL_CNI_BIN    | cgo0             | -                 | -                                               | flannel:plugins/meta/flannel | -s -w -X {m}/pkg/utils/buildversion.BuildVersion={FLANNEL_CNI_PLUGIN_SOURCE_VERSION}'
+  # metrics-server, as its Makefile builds it (static, version stamps of k8s.io/component-base).
+  'metrics-server         | sigs.k8s.io/metrics-server                        | METRICS_SERVER_VERSION                 | METRICS_SERVER_BIN | cgo0             | nosumdb           | -                                               | metrics-server:cmd/metrics-server | -s -w -X k8s.io/component-base/version.gitVersion={METRICS_SERVER_VERSION}'
+  # The OCI registry (distribution).
+  'registry               | github.com/distribution/distribution/v3           | REGISTRY_VERSION                       | REGISTRY_BIN       | cgo0             | -                 | -                                               | registry:cmd/registry | -s -w -X {m}/version.version={REGISTRY_VERSION#v} -X {m}/version.mainpkg={m}'
+  # kind itself (for the tests that create clusters from the node image).
+  'kind                   | sigs.k8s.io/kind                                  | KIND_VERSION                           | KIND_BIN           | cgo0             | link              | -                                               | kind:. | -s -w'
+  # The providers of the OpenStack and RKE2 environments, as their Makefiles build them (static,
+  # the version stamped where upstream stamps it from git): CAPO, ORC (the OpenStack resources
+  # CAPO's machines use) and the RKE2 bootstrap and control plane providers (CAPRKE2). RKE2
+  # itself is not built: its module is refused by the module proxy here.
+  'capo                   | sigs.k8s.io/cluster-api-provider-openstack        | CAPO_VERSION                           | CAPO_BIN           | cgo0             | nosumdb           | -                                               | manager:. | -s -w -X {m}/version.gitVersion={CAPO_VERSION}'
+  'orc                    | github.com/k-orc/openstack-resource-controller/v2 | ORC_VERSION                            | ORC_BIN            | cgo0             | nosumdb           | -                                               | manager:cmd/manager | -s -w -X {m}/internal/version.gitVersion={ORC_VERSION}'
+  'caprke2                | github.com/rancher/cluster-api-provider-rke2      | CAPRKE2_VERSION                        | CAPRKE2_BIN        | cgo0             | -                 | -                                               | rke2-bootstrap:bootstrap rke2-control-plane:controlplane | -s -w -X {m}/version.gitVersion={CAPRKE2_VERSION}'
+)
 
-  m=github.com/containerd/containerd/v2
-  wrap=$(wrapper_for containerd "$m" "$CONTAINERD_VERSION" "" "$m/cmd/containerd" "$m/cmd/ctr" "$m/cmd/containerd-shim-runc-v2")
-  ld="-s -w -X $m/version.Version=$CONTAINERD_VERSION -X $m/version.Revision=$CONTAINERD_REVISION -X $m/version.Package=$m"
-  key=$(bin_key containerd "$CONTAINERD_VERSION" "$(basename "$wrap")" "$ld" cgo1-shim-cgo0)
-  CONTAINERD_BIN=$CACHE/bin/$key
-  # containerd and ctr with cgo like containerd's Makefile; the shim is always static there.
-  local tags="no_aufs no_btrfs no_devmapper no_zfs"
-  CGO_ENABLED=1 go_bin "$wrap" "$key" containerd "$m/cmd/containerd" -tags "$tags" -ldflags "$ld"
-  CGO_ENABLED=1 go_bin "$wrap" "$key" ctr "$m/cmd/ctr" -tags "$tags" -ldflags "$ld"
-  CGO_ENABLED=0 go_bin "$wrap" "$key" containerd-shim-runc-v2 "$m/cmd/containerd-shim-runc-v2" -tags "$tags" -ldflags "$ld"
+build_runtime() { build_components containerd runc cni-plugins crictl; }
+build_coredns() { build_components coredns; }
+build_local_path_provisioner() { build_components local-path-provisioner; }
+build_cert_manager() { build_components cert-manager; }
+build_flannel() { build_components flannel flannel-cni-plugin; }
+build_metrics_server() { build_components metrics-server; }
+build_registry() { build_components registry; }
+build_kind() { build_components kind; }
+build_capo() { build_components capo; }
+build_orc() { build_components orc; }
+build_caprke2() { build_components caprke2; }
 
-  m=github.com/opencontainers/runc
-  wrap=$(wrapper_for runc "$m" "$RUNC_VERSION" "" "$m")
-  ld="-X main.gitCommit=$RUNC_COMMIT"
-  key=$(bin_key runc "$RUNC_VERSION" "$(basename "$wrap")" "$ld" cgo1-pie-seccomp)
-  RUNC_BIN=$CACHE/bin/$key
-  # runc needs cgo (libseccomp, nsenter); the version comes from its embedded VERSION file.
-  CGO_ENABLED=1 go_bin "$wrap" "$key" runc "$m" -buildmode=pie -tags "seccomp urfave_cli_no_docs" -ldflags "$ld"
+# build_components NAME...: build these components of COMPONENTS, in this order, once every pin
+# they need is known to be set.
+build_components() {
+  local name module pins variable tag options flags binaries ldflags c p all=()
+  for c in "$@"; do
+    component_row "$c"
+    read -ra p <<<"$pins"
+    all+=("${p[@]}")
+  done
+  require_vars "${all[@]}"
+  for c in "$@"; do build_component "$c"; done
+}
 
-  m=github.com/containernetworking/plugins
-  local plugins=(plugins/ipam/host-local plugins/main/loopback plugins/main/ptp plugins/main/bridge plugins/meta/portmap)
-  local p tools=()
-  for p in "${plugins[@]}"; do tools+=("$m/$p"); done
-  wrap=$(wrapper_for cni-plugins "$m" "$CNI_PLUGINS_VERSION" "" "${tools[@]}")
-  ld="-s -w -X $m/pkg/utils/buildversion.BuildVersion=$CNI_PLUGINS_VERSION"
-  key=$(bin_key cni-plugins "$CNI_PLUGINS_VERSION" "$(basename "$wrap")" "$ld" cgo0)
-  CNI_BIN=$CACHE/bin/$key
-  # kind ships host-local, loopback, ptp and portmap; bridge is added because the flannel
-  # CNI plugin delegates to it.
-  for p in "${plugins[@]}"; do
-    CGO_ENABLED=0 go_bin "$wrap" "$key" "$(basename "$p")" "$m/$p" -ldflags "$ld"
+# build_component NAME: build the binaries of NAME's line of COMPONENTS (see above).
+build_component() {
+  local name module pins variable tag options flags binaries ldflags
+  component_row "$1"
+  local pin=${pins%% *} version wrapper=$name nosumdb=false link=false cgo opt spec bin pkg bcgo i wrap key ld
+  local words=() goflags=() bins=() pkgs=() cgos=()
+  version=${!pin}
+  [[ $tag =~ ^cgo([01]) ]] || die "component $name: key tag $tag does not start with cgo0 or cgo1"
+  cgo=${BASH_REMATCH[1]}
+  read -ra words <<<"$options"
+  for opt in "${words[@]}"; do
+    case $opt in
+      -) ;;
+      nosumdb) nosumdb=true ;;
+      link) link=true ;;
+      wrapper=*) wrapper=${opt#wrapper=} ;;
+      *) die "component $name: unknown option $opt" ;;
+    esac
+  done
+  if [[ $flags == *"-tags "* ]]; then
+    read -ra goflags <<<"${flags%%-tags *}"
+    goflags+=(-tags "${flags#*-tags }")
+  elif [[ $flags != - ]]; then
+    read -ra goflags <<<"$flags"
+  fi
+  read -ra words <<<"$binaries"
+  for spec in "${words[@]}"; do
+    IFS=: read -r bin pkg bcgo <<<"$spec"
+    if [[ $pkg == . ]]; then pkg=$module; else pkg=$module/$pkg; fi
+    bins+=("$bin") pkgs+=("$pkg") cgos+=("${bcgo:-$cgo}")
   done
 
-  m=sigs.k8s.io/cri-tools
-  wrap=$(wrapper_for cri-tools "$m" "$CRICTL_VERSION" "" "$m/cmd/crictl")
-  ld="-s -w -X $m/pkg/version.Version=$CRICTL_VERSION"
-  key=$(bin_key crictl "$CRICTL_VERSION" "$(basename "$wrap")" "$ld" cgo0)
-  CRICTL_BIN=$CACHE/bin/$key
-  CGO_ENABLED=0 go_bin "$wrap" "$key" crictl "$m/cmd/crictl" -ldflags "$ld"
+  if $nosumdb; then export GONOSUMDB=${GONOSUMDB:+$GONOSUMDB,}$module; fi
+  wrap=$(wrapper_for "$wrapper" "$module" "$version" "" "${pkgs[@]}")
+  component_ldflags "$ldflags" "$module"
+  ld=$REPLY
+  key=$(bin_key "$name" "$version" "$(basename "$wrap")" "$ld" "$tag")
+  printf -v "$variable" '%s' "$CACHE/bin/$key"
+  for i in "${!bins[@]}"; do
+    CGO_ENABLED=${cgos[i]} go_bin "$wrap" "$key" "${bins[i]}" "${pkgs[i]}" "${goflags[@]}" -ldflags "$ld"
+  done
+  if $link; then
+    for bin in "${bins[@]}"; do link_tool "$bin" "$CACHE/bin/$key/$bin"; done
+  fi
 }
 
-# CoreDNS (image tag checked against kubeadm's default in build-images).
-build_coredns() {
-  # COREDNS_COMMIT may be empty (not known for KUBERNETES_PREVIOUS_COREDNS_VERSION): CoreDNS then
-  # reports no commit, nothing reads it.
-  require_vars COREDNS_VERSION
-  local m=github.com/coredns/coredns wrap key ld
-  wrap=$(wrapper_for coredns "$m" "$COREDNS_VERSION" "" "$m")
-  ld="-s -w -X $m/coremain.GitCommit=$COREDNS_COMMIT"
-  key=$(bin_key coredns "$COREDNS_VERSION" "$(basename "$wrap")" "$ld" cgo0)
-  COREDNS_BIN=$CACHE/bin/$key
-  CGO_ENABLED=0 go_bin "$wrap" "$key" coredns "$m" -ldflags "$ld"
+# component_row NAME: the columns of NAME's line of COMPONENTS, trimmed, into the caller's
+# variables name module pins variable tag options flags binaries ldflags (bash scopes
+# dynamically: the caller declares them local).
+component_row() {
+  local line col
+  for line in "${COMPONENTS[@]}"; do
+    IFS='|' read -r name module pins variable tag options flags binaries ldflags <<<"$line"
+    for col in name module pins variable tag options flags binaries ldflags; do read -r "${col?}" <<<"${!col}"; done
+    if [[ $name == "$1" ]]; then return 0; fi
+  done
+  die "no component $1 in COMPONENTS (lib/components.sh)"
 }
 
-# kind's storage provisioner.
-build_local_path_provisioner() {
-  require_vars LOCAL_PATH_PROVISIONER_VERSION
-  local m=github.com/rancher/local-path-provisioner wrap key ld
-  wrap=$(wrapper_for local-path-provisioner "$m" "$LOCAL_PATH_PROVISIONER_VERSION" "" "$m")
-  ld="-s -w -X main.VERSION=$LOCAL_PATH_PROVISIONER_VERSION"
-  key=$(bin_key local-path-provisioner "$LOCAL_PATH_PROVISIONER_VERSION" "$(basename "$wrap")" "$ld" cgo0)
-  LPP_BIN=$CACHE/bin/$key
-  CGO_ENABLED=0 go_bin "$wrap" "$key" local-path-provisioner "$m" -ldflags "$ld"
+# component_ldflags TEMPLATE MODULE: the ldflags column with its {m}, {VAR} and {VAR#v}
+# replaced, in REPLY.
+component_ldflags() {
+  local rest=$1 module=$2 re='^([^{]*)\{([A-Za-z_][A-Za-z0-9_]*)(#v)?\}(.*)$' before ref strip value
+  REPLY=""
+  while [[ $rest =~ $re ]]; do
+    before=${BASH_REMATCH[1]} ref=${BASH_REMATCH[2]} strip=${BASH_REMATCH[3]} rest=${BASH_REMATCH[4]}
+    if [[ $ref == m ]]; then
+      value=$module
+    elif [[ -v $ref ]]; then
+      value=${!ref}
+    else
+      die "$ref is not set (tools/versions.env)"
+    fi
+    if [[ -n $strip ]]; then value=${value#v}; fi
+    REPLY+=$before$value
+  done
+  REPLY+=$rest
 }
+
+# component_binaries NAME ARRAY: the names of the binaries of NAME's line of COMPONENTS, into
+# the array variable ARRAY.
+component_binaries() {
+  local name module pins variable tag options flags binaries ldflags spec words=()
+  component_row "$1"
+  local -n into=$2
+  into=()
+  read -ra words <<<"$binaries"
+  for spec in "${words[@]}"; do into+=("${spec%%:*}"); done
+}
+
+# The cert-manager commands, of which lib/images.sh makes one image each.
+CERT_MANAGER_COMMANDS=()
+component_binaries cert-manager CERT_MANAGER_COMMANDS
 
 # pause: the C program of the Kubernetes release (build/pause/linux/pause.c), static, as its
 # Makefile builds it. $1: the version kubeadm expects (constants.PauseVersion).
@@ -141,22 +250,6 @@ build_flux() {
   done
 }
 
-# cert-manager controller, webhook, cainjector, plus acmesolver and ctl, whose images the
-# chart references too (HTTP-01 solver pods, the startupapicheck job).
-CERT_MANAGER_COMMANDS=(controller webhook cainjector acmesolver ctl)
-build_cert_manager() {
-  require_vars CERT_MANAGER_VERSION
-  local m=github.com/cert-manager/cert-manager wrap key ld c tools=()
-  for c in "${CERT_MANAGER_COMMANDS[@]}"; do tools+=("$m/cmd/$c"); done
-  wrap=$(wrapper_for cert-manager "$m" "$CERT_MANAGER_VERSION" "" "${tools[@]}")
-  ld="-s -w -X $m/pkg/util.AppVersion=$CERT_MANAGER_VERSION"
-  key=$(bin_key cert-manager "$CERT_MANAGER_VERSION" "$(basename "$wrap")" "$ld" cgo0)
-  CERT_MANAGER_BIN=$CACHE/bin/$key
-  for c in "${CERT_MANAGER_COMMANDS[@]}"; do
-    CGO_ENABLED=0 go_bin "$wrap" "$key" "$c" "$m/cmd/$c" -ldflags "$ld"
-  done
-}
-
 # Cluster API core, kubeadm bootstrap and control plane managers, and CAPD (from the
 # sigs.k8s.io/cluster-api/test module), in one wrapper whose local replaces point at
 # CLUSTER_API_VERSION.
@@ -192,42 +285,6 @@ build_capi() {
   CGO_ENABLED=0 go_bin "$wrap" "$key" capd "$t/infrastructure/docker" -ldflags "$ld"
 }
 
-# flanneld (with cgo on amd64 like upstream: the UDP backend needs it) and the flannel CNI
-# plugin. The plugin's current module (flannel-io/cni-plugin) is not served by the module
-# proxy here, so it is built from its original upstream source, plugins/meta/flannel of
-# containernetworking/plugins at FLANNEL_CNI_PLUGIN_SOURCE_VERSION (tools/versions.env).
-build_flannel() {
-  require_vars FLANNEL_VERSION FLANNEL_CNI_PLUGIN_SOURCE_VERSION
-  local m=github.com/flannel-io/flannel wrap key ld
-  # The checksum database has no entry for this module.
-  export GONOSUMDB=${GONOSUMDB:+$GONOSUMDB,}$m
-  wrap=$(wrapper_for flannel "$m" "$FLANNEL_VERSION" "" "$m")
-  ld="-s -w -X $m/pkg/version.Version=$FLANNEL_VERSION"
-  key=$(bin_key flannel "$FLANNEL_VERSION" "$(basename "$wrap")" "$ld" cgo1)
-  FLANNEL_BIN=$CACHE/bin/$key
-  CGO_ENABLED=1 go_bin "$wrap" "$key" flanneld "$m" -ldflags "$ld"
-
-  m=github.com/containernetworking/plugins
-  wrap=$(wrapper_for flannel-cni-plugin "$m" "$FLANNEL_CNI_PLUGIN_SOURCE_VERSION" "" "$m/plugins/meta/flannel")
-  ld="-s -w -X $m/pkg/utils/buildversion.BuildVersion=$FLANNEL_CNI_PLUGIN_SOURCE_VERSION"
-  key=$(bin_key flannel-cni-plugin "$FLANNEL_CNI_PLUGIN_SOURCE_VERSION" "$(basename "$wrap")" "$ld" cgo0)
-  FLANNEL_CNI_BIN=$CACHE/bin/$key
-  CGO_ENABLED=0 go_bin "$wrap" "$key" flannel "$m/plugins/meta/flannel" -ldflags "$ld"
-}
-
-# metrics-server, as its Makefile builds it (static, version stamps of k8s.io/component-base).
-build_metrics_server() {
-  require_vars METRICS_SERVER_VERSION
-  local m=sigs.k8s.io/metrics-server wrap key ld
-  # The checksum database has no entry for this version of the module.
-  export GONOSUMDB=${GONOSUMDB:+$GONOSUMDB,}$m
-  wrap=$(wrapper_for metrics-server "$m" "$METRICS_SERVER_VERSION" "" "$m/cmd/metrics-server")
-  ld="-s -w -X k8s.io/component-base/version.gitVersion=$METRICS_SERVER_VERSION"
-  key=$(bin_key metrics-server "$METRICS_SERVER_VERSION" "$(basename "$wrap")" "$ld" cgo0)
-  METRICS_SERVER_BIN=$CACHE/bin/$key
-  CGO_ENABLED=0 go_bin "$wrap" "$key" metrics-server "$m/cmd/metrics-server" -ldflags "$ld"
-}
-
 # own_program NAME: a program of this repository (tools/testbed/NAME), static, cached by its
 # sources; REPLY is the directory of its binary.
 own_program() {
@@ -250,65 +307,4 @@ build_git_server() {
 build_hello() {
   own_program hello
   HELLO_BIN=$REPLY
-}
-
-# The OCI registry (distribution).
-build_registry() {
-  require_vars REGISTRY_VERSION
-  local m=github.com/distribution/distribution/v3 wrap key ld
-  wrap=$(wrapper_for registry "$m" "$REGISTRY_VERSION" "" "$m/cmd/registry")
-  ld="-s -w -X $m/version.version=${REGISTRY_VERSION#v} -X $m/version.mainpkg=$m"
-  key=$(bin_key registry "$REGISTRY_VERSION" "$(basename "$wrap")" "$ld" cgo0)
-  REGISTRY_BIN=$CACHE/bin/$key
-  CGO_ENABLED=0 go_bin "$wrap" "$key" registry "$m/cmd/registry" -ldflags "$ld"
-}
-
-# kind itself (for the tests that create clusters from the node image).
-build_kind() {
-  require_vars KIND_VERSION
-  local m=sigs.k8s.io/kind wrap key
-  wrap=$(wrapper_for kind "$m" "$KIND_VERSION" "" "$m")
-  key=$(bin_key kind "$KIND_VERSION" "$(basename "$wrap")" "-s -w" cgo0)
-  KIND_BIN=$CACHE/bin/$key
-  CGO_ENABLED=0 go_bin "$wrap" "$key" kind "$m" -ldflags "-s -w"
-  link_tool kind "$KIND_BIN/kind"
-}
-
-# The providers of the OpenStack and RKE2 environments, as their Makefiles build them (static,
-# the version stamped where upstream stamps it from git): CAPO, ORC (the OpenStack resources
-# CAPO's machines use) and the RKE2 bootstrap and control plane providers (CAPRKE2). RKE2 itself
-# is not built: its module is refused by the module proxy here.
-build_capo() {
-  require_vars CAPO_VERSION
-  local m=sigs.k8s.io/cluster-api-provider-openstack wrap key ld
-  # The checksum database has no entry for this version of the module.
-  export GONOSUMDB=${GONOSUMDB:+$GONOSUMDB,}$m
-  wrap=$(wrapper_for capo "$m" "$CAPO_VERSION" "" "$m")
-  ld="-s -w -X $m/version.gitVersion=$CAPO_VERSION"
-  key=$(bin_key capo "$CAPO_VERSION" "$(basename "$wrap")" "$ld" cgo0)
-  CAPO_BIN=$CACHE/bin/$key
-  CGO_ENABLED=0 go_bin "$wrap" "$key" manager "$m" -ldflags "$ld"
-}
-
-build_orc() {
-  require_vars ORC_VERSION
-  local m=github.com/k-orc/openstack-resource-controller/v2 wrap key ld
-  # The checksum database has no entry for this module.
-  export GONOSUMDB=${GONOSUMDB:+$GONOSUMDB,}$m
-  wrap=$(wrapper_for orc "$m" "$ORC_VERSION" "" "$m/cmd/manager")
-  ld="-s -w -X $m/internal/version.gitVersion=$ORC_VERSION"
-  key=$(bin_key orc "$ORC_VERSION" "$(basename "$wrap")" "$ld" cgo0)
-  ORC_BIN=$CACHE/bin/$key
-  CGO_ENABLED=0 go_bin "$wrap" "$key" manager "$m/cmd/manager" -ldflags "$ld"
-}
-
-build_caprke2() {
-  require_vars CAPRKE2_VERSION
-  local m=github.com/rancher/cluster-api-provider-rke2 wrap key ld
-  wrap=$(wrapper_for caprke2 "$m" "$CAPRKE2_VERSION" "" "$m/bootstrap" "$m/controlplane")
-  ld="-s -w -X $m/version.gitVersion=$CAPRKE2_VERSION"
-  key=$(bin_key caprke2 "$CAPRKE2_VERSION" "$(basename "$wrap")" "$ld" cgo0)
-  CAPRKE2_BIN=$CACHE/bin/$key
-  CGO_ENABLED=0 go_bin "$wrap" "$key" rke2-bootstrap "$m/bootstrap" -ldflags "$ld"
-  CGO_ENABLED=0 go_bin "$wrap" "$key" rke2-control-plane "$m/controlplane" -ldflags "$ld"
 }

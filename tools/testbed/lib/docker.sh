@@ -320,7 +320,9 @@ ipv4_candidates() {
 
 # ipv4_subnet_taken CIDR: whether another docker network holds exactly CIDR.
 ipv4_subnet_taken() {
-  docker network inspect $(docker network ls -q) -f '{{range .IPAM.Config}}{{.Subnet}} {{end}}' 2>/dev/null |
+  local ids
+  mapfile -t ids < <(docker network ls -q)
+  docker network inspect "${ids[@]}" -f '{{range .IPAM.Config}}{{.Subnet}} {{end}}' 2>/dev/null |
     tr ' ' '\n' | grep -qxF "$1"
 }
 

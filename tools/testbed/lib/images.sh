@@ -83,7 +83,7 @@ build_rootfs_all() {
 
 # import_debian_bases: docker import the root filesystems made by build_rootfs_all.
 import_debian_bases() {
-  # shellcheck disable=SC1091
+  # shellcheck disable=SC1091 # written by build_rootfs_all at run time (declare -p), not in the tree
   source "$CACHE/tmp/rootfs.env"
   import_rootfs "$NET_BASE" "$ROOTFS_NET"
   import_rootfs "$HAPROXY_BASE" "$ROOTFS_HAPROXY"

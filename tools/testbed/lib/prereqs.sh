@@ -40,7 +40,8 @@ prereqs_install() {
   [[ $(id -u) == 0 ]] || die "packages missing (${missing[*]}) and not root: install them with apt-get install ${missing[*]}"
   command -v apt-get >/dev/null 2>&1 || die "packages missing (${missing[*]}) and no apt-get: this test bed expects Debian"
   log "installing: ${missing[*]}"
-  local out=$CACHE/logs/apt-$(date +%Y%m%d-%H%M%S).log
+  local out
+  out=$CACHE/logs/apt-$(date +%Y%m%d-%H%M%S).log
   mkdir -p "$CACHE/logs"
   if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$out" 2>&1; then
     tail -n 20 "$out" >&2
