@@ -4,7 +4,7 @@
 # their pinned module sources, and a real kube-apiserver and etcd (envtest) for the packages
 # that talk to clusters. Needs Go, jq and the Go module proxy; the envtest binaries are built
 # from the pinned Kubernetes sources on first use and cached (tools/testbed/envtest-assets).
-# The end-to-end tests on the test bed are separate (README: "End-to-end").
+# The end-to-end tests on the test bed are separate (docs/testing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
