@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -14,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"cluster-init.dev/cluster-init/internal/atomicfile"
 	"cluster-init.dev/cluster-init/internal/bootstrap"
 	"cluster-init.dev/cluster-init/internal/environment"
 	"cluster-init.dev/cluster-init/internal/kindcluster"
@@ -205,24 +203,8 @@ cluster-init's own, see list) as well.`,
 			if err != nil {
 				return err
 			}
-			lock, err := d.Lock("bootstrap standalone export")
+			st, n, err := standalone.Export(d, out)
 			if err != nil {
-				return err
-			}
-			defer lock.Release()
-			st, err := d.Load()
-			if err != nil {
-				return err
-			}
-			if st.Pending != nil {
-				return fmt.Errorf("standalone cluster %s has an interrupted `%s`: finish it first (run it again), the state is not complete", st.Cluster, st.Pending.Command)
-			}
-			var buf bytes.Buffer
-			n, err := d.Export(&buf)
-			if err != nil {
-				return fmt.Errorf("export the state of %s: %w", st.Cluster, err)
-			}
-			if err := atomicfile.Write(out, buf.Bytes(), 0o600); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "exported the state of standalone cluster %s (%d files) to %s; its secrets are encrypted to %s: keep that key too, it is not in the file\n", termtext.Line(st.Cluster), n, out, termtext.Line(st.Recipient))

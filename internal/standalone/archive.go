@@ -2,6 +2,7 @@ package standalone
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -10,15 +11,41 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"cluster-init.dev/cluster-init/internal/atomicfile"
 )
 
 // maxArchiveFile bounds what an import extracts per file: a state's largest files are the
 // providers' manifests, a few MiB.
 const maxArchiveFile = 64 << 20
 
-// Export writes the state as a gzipped tar: what it holds is what the directory holds, the
+// Export writes the state of d to the file out (0600), locked against a command that changes it:
+// a state with an interrupted command is refused, as not complete. It returns the state and the
+// number of files written.
+func Export(d Dir, out string) (*State, int, error) {
+	lock, err := d.Lock("bootstrap standalone export")
+	if err != nil {
+		return nil, 0, err
+	}
+	defer lock.Release()
+	st, err := d.Load()
+	if err != nil {
+		return nil, 0, err
+	}
+	if st.Pending != nil {
+		return st, 0, fmt.Errorf("standalone cluster %s has an interrupted `%s`: finish it first (run it again), the state is not complete", st.Cluster, st.Pending.Command)
+	}
+	var buf bytes.Buffer
+	n, err := d.Archive(&buf)
+	if err != nil {
+		return st, 0, fmt.Errorf("export the state of %s: %w", st.Cluster, err)
+	}
+	return st, n, atomicfile.Write(out, buf.Bytes(), fileMode)
+}
+
+// Archive writes the state as a gzipped tar: what it holds is what the directory holds, the
 // secrets still encrypted; the age key is not in it.
-func (d Dir) Export(w io.Writer) (files int, err error) {
+func (d Dir) Archive(w io.Writer) (files int, err error) {
 	names, err := d.Files()
 	if err != nil {
 		return 0, err
@@ -58,7 +85,7 @@ func allowedInArchive(name string) bool {
 	return false
 }
 
-// Import reads an archive Export wrote and makes it the state of its environment under
+// Import reads an archive Export (Archive) wrote and makes it the state of its environment under
 // root, after checking it with the key. An environment that already has a state is refused:
 // two states of one cluster would each think they own it.
 func Import(root string, r io.Reader, k *Key) (Dir, *State, error) {

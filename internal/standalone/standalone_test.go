@@ -235,7 +235,7 @@ func TestExportImport(t *testing.T) {
 	k := newKey(t)
 	d, st := newState(t, k)
 	var buf bytes.Buffer
-	n, err := d.Export(&buf)
+	n, err := d.Archive(&buf)
 	if err != nil {
 		t.Fatal(err)
 	}
