@@ -52,7 +52,10 @@ require (
 
 require github.com/gophercloud/gophercloud/v2 v2.8.0
 
-require gopkg.in/yaml.v2 v2.4.0 // indirect
+require (
+	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
+	gopkg.in/yaml.v2 v2.4.0 // indirect
+)
 
 require (
 	al.essio.dev/pkg/shellescape v1.5.1 // indirect

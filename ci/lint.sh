@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Lint: formatting, shellcheck on every shell script of tools/, ci/ and .ci/, go vet, and the
-# generated API files (CRD, deep copies) up to date with the Go types they are generated from.
+# generated API files (CRD, deep copies) up to date with the Go types they are generated from,
+# and docs/cli.md with the commands.
 # Run from anywhere. Needs shellcheck (Debian's package; the pipeline installs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,4 +44,10 @@ for dir in "${generated[@]}"; do
     exit 1
   fi
 done
+# docs/cli.md is generated from the commands (cobra's generator), like the CRD from the types.
+go run ./cmd/bootstrap gen-cli-doc "$scratch/cli.md"
+if ! diff -u docs/cli.md "$scratch/cli.md" >&2; then
+  echo "docs/cli.md is out of date: run \`go run ./cmd/bootstrap gen-cli-doc docs/cli.md\` and commit the result" >&2
+  exit 1
+fi
 echo "lint: ok"

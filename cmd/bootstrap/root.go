@@ -75,6 +75,7 @@ An existing cluster instead of kind:
 		newPivotCommand(),
 		newPlacementControllerCommand(),
 		newTenantSourcesCommand(),
+		newCLIDocCommand(),
 	)
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
 		g.stdout = cmd.OutOrStdout()
