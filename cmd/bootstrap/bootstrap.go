@@ -109,24 +109,29 @@ func (g *globals) runFlow(cmd *cobra.Command, envName string, f *bootstrapFlags,
 	if err != nil {
 		return err
 	}
-	res, err := run(cmd.Context(), bootstrap.Common{
-		RepoRoot:    w.Root,
-		Env:         w.Env,
-		Redactor:    g.redactor,
-		Overrides:   w.Overrides,
-		KubeVersion: w.Pins["KUBERNETES_VERSION"],
-		BuildCache:  statedir.BuildCache(),
-		StateDir:    stateDir,
-		Timeout:     f.timeout,
-		Timeline:    f.timeline,
-		Out:         printer,
-	}, w)
+	res, err := run(cmd.Context(), g.common(w, stateDir, f.timeout, f.timeline, printer), w)
 	var phases []progress.Span
 	if res != nil {
 		phases = res.Phases
 	}
 	printer.Summary(phases, time.Since(start), g.redactor.Error(err))
 	return err
+}
+
+// common is what every verb of internal/bootstrap is given.
+func (g *globals) common(w *workspace, dir statedir.Dir, timeout time.Duration, timeline string, out progress.Printer) bootstrap.Common {
+	return bootstrap.Common{
+		RepoRoot:    w.Root,
+		Env:         w.Env,
+		Redactor:    g.redactor,
+		Overrides:   w.Overrides,
+		KubeVersion: w.Pins["KUBERNETES_VERSION"],
+		BuildCache:  statedir.BuildCache(),
+		StateDir:    dir,
+		Timeout:     timeout,
+		Timeline:    timeline,
+		Out:         out,
+	}
 }
 
 // printer is the live progress of a long command, in the --output format.

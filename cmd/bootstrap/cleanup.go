@@ -6,15 +6,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"cluster-init.dev/cluster-init/internal/bootstrap"
 	"cluster-init.dev/cluster-init/internal/cleanup"
 	"cluster-init.dev/cluster-init/internal/kindcluster"
-	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/names"
-	"cluster-init.dev/cluster-init/internal/progress"
-	"cluster-init.dev/cluster-init/internal/statedir"
 	"cluster-init.dev/cluster-init/internal/termtext"
 )
 
@@ -56,42 +51,22 @@ values, and works whatever they are.`,
 			}
 			out := cmd.OutOrStdout()
 			// The progress of a take-back, checked before anything is removed.
-			start := time.Now()
-			printer, err := g.printer(cmd, output, start)
+			printer, err := g.printer(cmd, output, time.Now())
 			if err != nil {
 				return err
 			}
 			// Every wait inside is bounded; this bounds the requests to a cluster that stops answering.
 			ctx, cancel := context.WithTimeout(cmd.Context(), 45*time.Minute)
 			defer cancel()
-			return cleanup.Run(ctx, kindcluster.New(dir.KindClusters(), func(msg string) { fmt.Fprintln(out, "kind:", termtext.Block(msg, "  ")) }), cleanup.DockerCLI{}, cleanup.Target{
+			kind := kindcluster.New(dir.KindClusters(), func(msg string) { fmt.Fprintln(out, "kind:", termtext.Block(msg, "  ")) })
+			return cleanup.Run(ctx, kind, cleanup.DockerCLI{}, cleanup.Target{
 				Environment: w.Env.Name,
 				State:       dir,
 				Kind:        v.BootstrapCluster.Name,
 				Namespace:   names.Namespace,
 				Cluster:     v.Cluster.Name,
 				CAPD:        v.Cluster.OnDocker(),
-				Flux: func(ctx context.Context) ([]*unstructured.Unstructured, error) {
-					r, err := w.Renderer()
-					if err != nil {
-						return nil, err
-					}
-					defer r.Close()
-					return r.Flux(ctx)
-				},
-				TakeBack: func(ctx context.Context) (*kube.Cluster, error) {
-					c, res, err := bootstrap.TakeBack(ctx, bootstrap.TakeBackOptions{Common: bootstrap.Common{
-						RepoRoot: w.Root, Env: w.Env, Redactor: g.redactor, Overrides: w.Overrides,
-						KubeVersion: w.Pins["KUBERNETES_VERSION"], BuildCache: statedir.BuildCache(), StateDir: dir,
-						Timeout: 30 * time.Minute, Out: printer,
-					}}) // the environment's own source, as a bootstrap without --source
-					var phases []progress.Span
-					if res != nil {
-						phases = res.Phases
-					}
-					printer.Summary(phases, time.Since(start), g.redactor.Error(err))
-					return c, err
-				},
+				Bootstrap:   g.common(w, dir, 30*time.Minute, "", printer),
 			}, func(format string, a ...any) { fmt.Fprintln(out, termtext.Block(fmt.Sprintf(format, a...), "    ")) })
 		},
 	}

@@ -22,12 +22,12 @@ import (
 	"fmt"
 	"time"
 
-	"cluster-init.dev/cluster-init/internal/cleanup"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/progress"
+	"cluster-init.dev/cluster-init/internal/records"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/standalone"
 	"cluster-init.dev/cluster-init/internal/values"
@@ -227,7 +227,7 @@ func Apply(ctx context.Context, opts ApplyOptions) (*Result, error) {
 			s.out.Log("cluster %s has its %d machines ready", name, len(v.Machines))
 			// New machines have new names: cleanup must know them even if the cluster is gone.
 			if plan.Settings.Cluster.OnDocker() {
-				if err := cleanup.RecordContainers(ctx, s.opts.StateDir.Environment(s.opts.Env.Name).ContainersRecord(), mc.cluster.Client); err != nil {
+				if err := records.RecordContainers(ctx, s.opts.StateDir.Environment(s.opts.Env.Name).ContainersRecord(), mc.cluster.Client); err != nil {
 					s.out.Log("could not record the containers of %s for cleanup: %v", plan.Settings.Cluster.Name, err)
 				}
 			}

@@ -5,10 +5,10 @@ import (
 	"fmt"
 
 	"cluster-init.dev/cluster-init/internal/atomicfile"
-	"cluster-init.dev/cluster-init/internal/cleanup"
 	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/pivot"
+	"cluster-init.dev/cluster-init/internal/records"
 	"cluster-init.dev/cluster-init/internal/values"
 )
 
@@ -44,7 +44,7 @@ func finish(ctx context.Context, s *session, bc *bootstrapCluster, v values.Sett
 	}
 	s.result.Management = path
 	if v.Cluster.OnDocker() {
-		if err := cleanup.RecordContainers(ctx, s.opts.StateDir.Environment(s.opts.Env.Name).ContainersRecord(), m.Client); err != nil {
+		if err := records.RecordContainers(ctx, s.opts.StateDir.Environment(s.opts.Env.Name).ContainersRecord(), m.Client); err != nil {
 			s.out.Log("could not record the containers of %s for cleanup: %v", name, err)
 		}
 	}

@@ -6,7 +6,6 @@ package cleanup
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -19,12 +18,16 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cluster-init.dev/cluster-init/internal/bootstrap"
 	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/pivot"
+	"cluster-init.dev/cluster-init/internal/progress"
 	"cluster-init.dev/cluster-init/internal/reconcileerrors"
+	"cluster-init.dev/cluster-init/internal/records"
+	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/standalone"
 	"cluster-init.dev/cluster-init/internal/statedir"
 )
@@ -40,12 +43,15 @@ type Target struct {
 	Namespace string // where the Cluster API cluster is defined
 	Cluster   string // the Cluster API cluster's name
 	CAPD      bool   // its machines are containers of this host
-	// Flux builds the Flux objects bootstrap installs: what is removed from an adopted cluster.
-	Flux func(context.Context) ([]*unstructured.Unstructured, error)
-	// TakeBack makes the kind cluster Kind with the environment's providers and no cluster, and
-	// returns it: where a self-managed cluster whose machines are not containers of this host is
-	// taken back to be deleted (bootstrap.TakeBack).
-	TakeBack func(context.Context) (*kube.Cluster, error)
+	// Bootstrap is what a bootstrap of the environment is given (the checkout, its values, the
+	// state directory, the printer): the kind cluster a self-managed cluster is taken back into is
+	// made with it (bootstrap.TakeBack), and the Flux objects removed from an adopted cluster are
+	// rendered from its checkout.
+	Bootstrap bootstrap.Common
+
+	// flux and takeBack are Bootstrap's (renderFlux, takeBackIntoKind) unless a test sets them.
+	flux     func(context.Context) ([]*unstructured.Unstructured, error)
+	takeBack func(context.Context) (*kube.Cluster, error)
 }
 
 // KindClusters are the host's kind clusters, as cleanup uses them: *kindcluster.Manager on the
@@ -59,19 +65,6 @@ type KindClusters interface {
 }
 
 var _ KindClusters = (*kindcluster.Manager)(nil)
-
-// records are the files the bootstrap of the target's environment wrote about it: the
-// management kubeconfig (written once the cluster was self-managed; removed with the cluster, so
-// that a new bootstrap is not refused for a cluster that is gone), the containers of its clusters
-// (RecordContainers: what is removed directly when the clusters cannot say it any more), and the
-// adopted mark (the management cluster was adopted: it stays, only what cluster-init installed
-// goes), and the taken-back mark (its cluster was moved into the kind cluster to be deleted there).
-type records struct{ kubeconfig, containers, adopted, takenBack string }
-
-func (t Target) records() records {
-	e := t.State.Environment(t.Environment)
-	return records{kubeconfig: e.ManagementKubeconfig(), containers: e.ContainersRecord(), adopted: e.AdoptedRecord(), takenBack: e.TakenBackRecord()}
-}
 
 // Run removes the target from the host's kind clusters and containers (DockerCLI), reporting
 // each step. Containers are removed directly only when they are this environment's: named after a
@@ -88,21 +81,27 @@ func Run(ctx context.Context, kind KindClusters, containers Containers, t Target
 			err = rerr
 		}
 	}()
-	return run(ctx, kind, containers, t, t.records(), log)
+	if t.flux == nil {
+		t.flux = t.renderFlux
+	}
+	if t.takeBack == nil {
+		t.takeBack = t.takeBackIntoKind
+	}
+	return run(ctx, kind, containers, t, records.Of(t.State, t.Environment), log)
 }
 
-func run(ctx context.Context, kind KindClusters, containers Containers, t Target, rec records, log func(string, ...any)) error {
-	owned, err := readRecord(rec.containers)
+func run(ctx context.Context, kind KindClusters, containers Containers, t Target, rec records.Environment, log func(string, ...any)) error {
+	owned, err := records.ReadContainers(rec.Containers)
 	if err != nil {
 		return err
 	}
 	// What the clusters define is recorded before anything is deleted, so that a cleanup
 	// interrupted half-way still knows it the next time.
 	remember := func(c *kube.Cluster) {
-		if !t.CAPD || rec.containers == "" {
+		if !t.CAPD || rec.Containers == "" {
 			return
 		}
-		more, err := OwnedContainers(ctx, c.Client)
+		more, err := records.OwnedContainers(ctx, c.Client)
 		if err != nil {
 			log("could not list the machines of the %s cluster: %v", c.Name, err)
 			return
@@ -110,22 +109,22 @@ func run(ctx context.Context, kind KindClusters, containers Containers, t Target
 		for n := range more {
 			owned[n] = true
 		}
-		if err := mergeRecord(rec.containers, more); err != nil {
+		if err := records.MergeContainers(rec.Containers, more); err != nil {
 			log("could not record the containers: %v", err)
 		}
 	}
 	var management *kube.Cluster
-	if _, err := os.Stat(rec.kubeconfig); err == nil {
-		if management, err = kube.FromFile("management", rec.kubeconfig); err != nil {
-			return fmt.Errorf("the management kubeconfig %s: %w", rec.kubeconfig, err)
+	if _, err := os.Stat(rec.Kubeconfig); err == nil {
+		if management, err = kube.FromFile("management", rec.Kubeconfig); err != nil {
+			return fmt.Errorf("the management kubeconfig %s: %w", rec.Kubeconfig, err)
 		}
 		remember(management)
 		// Adopted: as recorded here, or as the cluster says (its state outlives a lost record).
-		_, statErr := os.Stat(rec.adopted)
+		_, statErr := os.Stat(rec.Adopted)
 		recorded := statErr == nil
 		st, _, err := managementstate.Read(ctx, management.Client)
 		if recorded && err != nil {
-			return fmt.Errorf("the adopted management cluster of %s (%s) does not answer, nothing was removed: %w; if it is gone, remove %s and %s", t.Environment, management.Config.Host, err, rec.kubeconfig, rec.adopted)
+			return fmt.Errorf("the adopted management cluster of %s (%s) does not answer, nothing was removed: %w; if it is gone, remove %s and %s", t.Environment, management.Config.Host, err, rec.Kubeconfig, rec.Adopted)
 		}
 		if recorded || st.Adopted {
 			return removeAdopted(ctx, management, containers, t, rec, owned, log)
@@ -183,7 +182,7 @@ func run(ctx context.Context, kind KindClusters, containers Containers, t Target
 			if deleted {
 				log("Cluster %s is deleted, and nothing its provider made is left", t.Cluster)
 			}
-			return forget(rec, log)
+			return rec.Forget(log)
 		}
 		return takeBack(ctx, kind, management, t, rec, log)
 	}
@@ -194,17 +193,38 @@ func run(ctx context.Context, kind KindClusters, containers Containers, t Target
 	if err := removeContainers(ctx, containers, append(workloads, t.Cluster), owned, log); err != nil {
 		return err
 	}
-	return forget(rec, log)
+	return rec.Forget(log)
+}
+
+// renderFlux renders the Flux objects bootstrap installs, from the checkout.
+func (t Target) renderFlux(ctx context.Context) ([]*unstructured.Unstructured, error) {
+	r, err := render.New(t.Bootstrap.RepoRoot, t.Bootstrap.KubeVersion, t.Bootstrap.BuildCache)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.Flux(ctx)
+}
+
+// takeBackIntoKind makes the kind cluster Kind with the environment's providers and no cluster
+// (bootstrap.TakeBack, its own source as a bootstrap without --source), its progress and summary
+// shown by the printer of Bootstrap, and returns it.
+func (t Target) takeBackIntoKind(ctx context.Context) (*kube.Cluster, error) {
+	start := time.Now()
+	c, res, err := bootstrap.TakeBack(ctx, bootstrap.TakeBackOptions{Common: t.Bootstrap})
+	var phases []progress.Span
+	if res != nil {
+		phases = res.Phases
+	}
+	t.Bootstrap.Out.Summary(phases, time.Since(start), t.Bootstrap.Redactor.Error(err))
+	return c, err
 }
 
 // removeAdopted removes what cluster-init installed into the adopted management cluster and
 // the workload clusters it made, and leaves the cluster itself running.
-func removeAdopted(ctx context.Context, m *kube.Cluster, containers Containers, t Target, rec records, owned Owned, log func(string, ...any)) error {
+func removeAdopted(ctx context.Context, m *kube.Cluster, containers Containers, t Target, rec records.Environment, owned records.Owned, log func(string, ...any)) error {
 	log("the management cluster of %s is adopted (%s): removing what cluster-init installed, the cluster itself stays", t.Environment, m.Config.Host)
-	if t.Flux == nil {
-		return fmt.Errorf("cleanup of an adopted cluster: no Flux objects to remove")
-	}
-	flux, err := t.Flux(ctx)
+	flux, err := t.flux(ctx)
 	if err != nil {
 		return err
 	}
@@ -218,19 +238,7 @@ func removeAdopted(ctx context.Context, m *kube.Cluster, containers Containers, 
 			return err
 		}
 	}
-	return forget(rec, log)
-}
-
-// forget removes the environment's management kubeconfig and its records.
-func forget(rec records, log func(string, ...any)) error {
-	for _, path := range []string{rec.kubeconfig, rec.containers, rec.adopted, rec.takenBack} {
-		if err := os.Remove(path); err == nil {
-			log("removed %s", path)
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("remove %s: %w", path, err)
-		}
-	}
-	return nil
+	return rec.Forget(log)
 }
 
 // deleteWorkloadClusters deletes, through the management cluster's own Cluster API, every other

@@ -3,109 +3,17 @@ package cleanup
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"os/exec"
-	"sort"
 	"strings"
 
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"cluster-init.dev/cluster-init/internal/atomicfile"
+	"cluster-init.dev/cluster-init/internal/records"
 )
 
 // kindClusterLabel is the label CAPD (like kind) puts on the containers of a cluster. It does not
 // tell a CAPD machine from a kind node of a cluster with the same name: what is removed is what
 // the clusters of this environment define, by the names CAPD gives their containers.
 const kindClusterLabel = "io.x-k8s.kind.cluster"
-
-// Owned is the set of container names that belong to the clusters of one environment.
-type Owned map[string]bool
-
-// machineContainer is the name CAPD gives a machine's container: the Machine's name, prefixed
-// by its cluster's when it does not start with it (CAPD's docker.MachineContainerName).
-func machineContainer(cluster, machine string) string {
-	if strings.HasPrefix(machine, cluster) {
-		return machine
-	}
-	return cluster + "-" + machine
-}
-
-// OwnedContainers are the containers of the clusters defined in c: each Machine's, and each
-// Cluster's load balancer (<cluster>-lb).
-func OwnedContainers(ctx context.Context, c client.Reader) (Owned, error) {
-	owned := Owned{}
-	clusters := &clusterv1.ClusterList{}
-	if err := c.List(ctx, clusters); err != nil {
-		return nil, fmt.Errorf("list Clusters: %w", err)
-	}
-	for _, cl := range clusters.Items {
-		owned[cl.Name+"-lb"] = true
-	}
-	list := &clusterv1.MachineList{}
-	if err := c.List(ctx, list); err != nil {
-		return nil, fmt.Errorf("list Machines: %w", err)
-	}
-	for _, m := range list.Items {
-		owned[machineContainer(m.Spec.ClusterName, m.Name)] = true
-		if id, ok := strings.CutPrefix(m.Spec.ProviderID, "docker:////"); ok && id != "" {
-			owned[id] = true
-		}
-	}
-	return owned, nil
-}
-
-// RecordContainers adds what c defines to the record at path, so that a cleanup that cannot
-// reach the clusters any more still knows their containers.
-func RecordContainers(ctx context.Context, path string, c client.Reader) error {
-	owned, err := OwnedContainers(ctx, c)
-	if err != nil {
-		return err
-	}
-	return mergeRecord(path, owned)
-}
-
-func readRecord(path string) (Owned, error) {
-	owned := Owned{}
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return owned, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	if err := json.Unmarshal(data, &names); err != nil {
-		return nil, fmt.Errorf("%s: not a list of container names: %w", path, err)
-	}
-	for _, n := range names {
-		owned[n] = true
-	}
-	return owned, nil
-}
-
-func mergeRecord(path string, more Owned) error {
-	owned, err := readRecord(path)
-	if err != nil {
-		return err
-	}
-	for n := range more {
-		owned[n] = true
-	}
-	names := make([]string, 0, len(owned))
-	for n := range owned {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	data, err := json.Marshal(names)
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(path, data, 0o600)
-}
 
 // Container is a container of the host labelled as a kind or CAPD node.
 type Container struct {
@@ -126,7 +34,7 @@ type Containers interface {
 
 // choose splits the containers of the named clusters into those this environment owns and those
 // it does not know: another kind cluster or CAPD cluster with the same name.
-func choose(all []Container, clusters []string, owned Owned) (remove, foreign []Container) {
+func choose(all []Container, clusters []string, owned records.Owned) (remove, foreign []Container) {
 	for _, c := range all {
 		if !contains(clusters, c.Cluster) {
 			continue
@@ -188,7 +96,7 @@ func (DockerCLI) Remove(ctx context.Context, containers []Container) error {
 
 // removeContainers removes the containers of the clusters that this environment owns, and names
 // the ones with the same cluster label that it leaves alone.
-func removeContainers(ctx context.Context, host Containers, clusters []string, owned Owned, log func(string, ...any)) error {
+func removeContainers(ctx context.Context, host Containers, clusters []string, owned records.Owned, log func(string, ...any)) error {
 	all, err := host.Labelled(ctx)
 	if err != nil {
 		return err

@@ -28,6 +28,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/records"
 	"cluster-init.dev/cluster-init/internal/standalone"
 	"cluster-init.dev/cluster-init/internal/statedir"
 	"cluster-init.dev/cluster-init/internal/testenv"
@@ -50,8 +51,8 @@ const (
 func TestAStandaloneClusterIsOnlyCleanedUpWhileBeingCreated(t *testing.T) {
 	ctx := testContext(t)
 	tg := newTarget(t, true)
-	rec := tg.records()
-	record(t, rec, Owned{"mgmt-control-plane-x9fsm": true})
+	rec := records.Of(tg.State, tg.Environment)
+	record(t, rec, records.Owned{"mgmt-control-plane-x9fsm": true})
 	kind := &kindClusters{clusters: map[string]*kube.Cluster{kindName: bootstrapCluster(t, env)}}
 	host := &docker{containers: []Container{{"1", "mgmt-control-plane-x9fsm", clusterName}}}
 	sd, err := standalone.DirOf(tg.State.Standalone(), env)
@@ -97,15 +98,15 @@ func TestAStandaloneClusterIsOnlyCleanedUpWhileBeingCreated(t *testing.T) {
 func TestAnAdoptedClusterThatDoesNotAnswerIsLeft(t *testing.T) {
 	ctx := testContext(t)
 	tg := newTarget(t, true)
-	tg.Flux = func(context.Context) ([]*unstructured.Unstructured, error) {
+	tg.flux = func(context.Context) ([]*unstructured.Unstructured, error) {
 		t.Error("cleanup went on to remove Flux from a cluster that does not answer")
 		return nil, nil
 	}
-	rec := tg.records()
+	rec := records.Of(tg.State, tg.Environment)
 	// Nothing listens on port 1 of this host: the adopted cluster is out of reach.
-	writeFile(t, rec.kubeconfig, kubeconfigOf(t, "https://127.0.0.1:1"))
-	writeFile(t, rec.adopted, []byte("https://127.0.0.1:1\n"))
-	record(t, rec, Owned{"mgmt-control-plane-x9fsm": true})
+	writeFile(t, rec.Kubeconfig, kubeconfigOf(t, "https://127.0.0.1:1"))
+	writeFile(t, rec.Adopted, []byte("https://127.0.0.1:1\n"))
+	record(t, rec, records.Owned{"mgmt-control-plane-x9fsm": true})
 	kind := &kindClusters{clusters: map[string]*kube.Cluster{kindName: bootstrapCluster(t, env)}}
 	host := &docker{containers: []Container{{"1", "mgmt-control-plane-x9fsm", clusterName}}}
 
@@ -154,7 +155,7 @@ func TestAnAdoptedClusterKeepsRunning(t *testing.T) {
 			}
 			tg := newTarget(t, true)
 			flux := 0
-			tg.Flux = func(context.Context) ([]*unstructured.Unstructured, error) {
+			tg.flux = func(context.Context) ([]*unstructured.Unstructured, error) {
 				flux++
 				d := &unstructured.Unstructured{}
 				d.SetAPIVersion("apps/v1")
@@ -163,13 +164,13 @@ func TestAnAdoptedClusterKeepsRunning(t *testing.T) {
 				d.SetName("source-controller")
 				return []*unstructured.Unstructured{d}, nil
 			}
-			rec := tg.records()
-			writeFile(t, rec.kubeconfig, management.Kubeconfig)
+			rec := records.Of(tg.State, tg.Environment)
+			writeFile(t, rec.Kubeconfig, management.Kubeconfig)
 			if tc.recorded {
-				writeFile(t, rec.adopted, []byte(management.Config.Host+"\n"))
+				writeFile(t, rec.Adopted, []byte(management.Config.Host+"\n"))
 			}
 			// The adopted cluster's own node, a container of this host.
-			record(t, rec, Owned{"mgmt-control-plane-x9fsm": true})
+			record(t, rec, records.Owned{"mgmt-control-plane-x9fsm": true})
 			host := &docker{containers: []Container{{"1", "mgmt-control-plane-x9fsm", clusterName}}}
 			kind := &kindClusters{}
 
@@ -198,8 +199,8 @@ func TestAnAdoptedClusterKeepsRunning(t *testing.T) {
 func TestAKindClusterOfAnotherEnvironmentIsLeft(t *testing.T) {
 	ctx := testContext(t)
 	tg := newTarget(t, true)
-	rec := tg.records()
-	record(t, rec, Owned{"mgmt-control-plane-x9fsm": true})
+	rec := records.Of(tg.State, tg.Environment)
+	record(t, rec, records.Owned{"mgmt-control-plane-x9fsm": true})
 	kind := &kindClusters{clusters: map[string]*kube.Cluster{kindName: bootstrapCluster(t, "staging")}}
 	host := &docker{containers: []Container{{"1", "mgmt-control-plane-x9fsm", clusterName}}}
 
@@ -290,8 +291,8 @@ func TestOnlyTheEnvironmentsContainersAreRemovedDirectly(t *testing.T) {
 	create(t, bootstrap.Client, newMachine(clusterName, "mgmt-control-plane-x9fsm", "docker:////mgmt-control-plane-x9fsm", "DockerMachine"))
 	create(t, bootstrap.Client, newMachine(clusterName, "md-0-abc", "", "DockerMachine")) // not provisioned yet
 	tg := newTarget(t, true)
-	rec := tg.records()
-	record(t, rec, Owned{"mgmt-md-0-old": true}) // a machine replaced since the bootstrap
+	rec := records.Of(tg.State, tg.Environment)
+	record(t, rec, records.Owned{"mgmt-md-0-old": true}) // a machine replaced since the bootstrap
 	kind := &kindClusters{clusters: map[string]*kube.Cluster{kindName: bootstrap}}
 	host := &docker{containers: []Container{
 		{"1", "mgmt-control-plane-x9fsm", clusterName},
@@ -329,9 +330,9 @@ func TestNothingLeftForgetsTheRecords(t *testing.T) {
 	for _, capd := range []bool{true, false} {
 		t.Run(fmt.Sprintf("capd=%t", capd), func(t *testing.T) {
 			tg := newTarget(t, capd)
-			rec := tg.records()
-			record(t, rec, Owned{"mgmt-lb": true})
-			writeFile(t, rec.adopted, []byte("https://10.0.0.1:6443\n")) // without its kubeconfig
+			rec := records.Of(tg.State, tg.Environment)
+			record(t, rec, records.Owned{"mgmt-lb": true})
+			writeFile(t, rec.Adopted, []byte("https://10.0.0.1:6443\n")) // without its kubeconfig
 			kind := &kindClusters{}
 			host := &docker{}
 			if err := Run(testContext(t), kind, host, tg, logf(t)); err != nil {
@@ -505,9 +506,9 @@ func newMachine(cluster, name, providerID, infrastructure string) *clusterv1.Mac
 }
 
 // record writes the containers record as the bootstrap does.
-func record(t *testing.T, rec records, owned Owned) {
+func record(t *testing.T, rec records.Environment, owned records.Owned) {
 	t.Helper()
-	if err := mergeRecord(rec.containers, owned); err != nil {
+	if err := records.MergeContainers(rec.Containers, owned); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -523,9 +524,9 @@ func writeFile(t *testing.T, path string, data []byte) {
 }
 
 // recordsLeft names the environment's records still on the machine.
-func recordsLeft(rec records) []string {
+func recordsLeft(rec records.Environment) []string {
 	var left []string
-	for _, path := range []string{rec.kubeconfig, rec.containers, rec.adopted} {
+	for _, path := range []string{rec.Kubeconfig, rec.Containers, rec.Adopted} {
 		if _, err := os.Stat(path); err == nil {
 			left = append(left, filepath.Base(path))
 		}

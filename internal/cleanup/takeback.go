@@ -11,29 +11,27 @@ import (
 	"cluster-init.dev/cluster-init/internal/fluxobjects"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/pivot"
+	"cluster-init.dev/cluster-init/internal/records"
 )
 
 // takeBack deletes a self-managed management cluster whose machines are not containers of this
 // host (OpenStack): it cannot delete itself (its providers run on the machines they would
 // delete), so it is taken back, as clusterctl's documentation does it, into a kind cluster with
-// the same providers (Target.TakeBack), and deleted there through Cluster API; its providers
+// the same providers (bootstrap.TakeBack), and deleted there through Cluster API; its providers
 // remove every machine and what they made for them (servers, ports, floating IPs, security
 // groups, network). Interrupted, a cleanup run again finds the cluster where it was left.
-func takeBack(ctx context.Context, kind KindClusters, m *kube.Cluster, t Target, rec records, log func(string, ...any)) error {
+func takeBack(ctx context.Context, kind KindClusters, m *kube.Cluster, t Target, rec records.Environment, log func(string, ...any)) error {
 	key := client.ObjectKey{Namespace: t.Namespace, Name: t.Cluster}
 	err := m.Client.Get(ctx, key, &clusterv1.Cluster{})
-	if _, statErr := os.Stat(rec.takenBack); statErr == nil && err != nil {
+	if _, statErr := os.Stat(rec.TakenBack); statErr == nil && err != nil {
 		// An earlier cleanup moved the cluster into the kind cluster, which deleted it (the kind
 		// cluster was looked at before): the management cluster, gone with its machines or
 		// emptied by the move, records nothing more.
 		log("Cluster %s was taken back into kind cluster %s and deleted there by an earlier cleanup (the management cluster: %v)", t.Cluster, t.Kind, err)
-		return forget(rec, log)
+		return rec.Forget(log)
 	}
 	if err != nil {
 		return fmt.Errorf("read Cluster %s in the management cluster %s: %w", key, m.Config.Host, err)
-	}
-	if t.TakeBack == nil {
-		return fmt.Errorf("the machines of %s are not containers of this host and no kind cluster can take it back here: delete it from the management cluster", t.Cluster)
 	}
 	log("the machines of %s are not containers of this host, and a cluster cannot delete itself: taking it back into kind cluster %s, to delete it there", t.Cluster, t.Kind)
 	// Nothing comes back from git from here on: not the workload clusters deleted next, not the
@@ -50,7 +48,7 @@ func takeBack(ctx context.Context, kind KindClusters, m *kube.Cluster, t Target,
 	if _, err := deleteWorkloadClusters(ctx, m, t, log); err != nil {
 		return fmt.Errorf("delete the workload clusters through the management cluster's Cluster API: %w; nothing was moved, %s", err, resume)
 	}
-	temporary, err := t.TakeBack(ctx)
+	temporary, err := t.takeBack(ctx)
 	if err != nil {
 		return fmt.Errorf("make kind cluster %s to take %s back into: %w; nothing was moved, %s", t.Kind, t.Cluster, err, resume)
 	}
@@ -59,7 +57,7 @@ func takeBack(ctx context.Context, kind KindClusters, m *kube.Cluster, t Target,
 		return fmt.Errorf("a directory for the kubeconfigs of the move: %w", err)
 	}
 	defer os.RemoveAll(work)
-	if err := os.WriteFile(rec.takenBack, []byte(t.Kind+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(rec.TakenBack, []byte(t.Kind+"\n"), 0o600); err != nil {
 		return fmt.Errorf("record the take-back: %w", err)
 	}
 	log("moving the definitions of %s from the management cluster into kind cluster %s (clusterctl move)", t.Cluster, t.Kind)
@@ -78,7 +76,7 @@ func takeBack(ctx context.Context, kind KindClusters, m *kube.Cluster, t Target,
 	if err := kind.Delete(t.Kind); err != nil {
 		return fmt.Errorf("delete kind cluster %s: %w", t.Kind, err)
 	}
-	return forget(rec, log)
+	return rec.Forget(log)
 }
 
 // suspendAll suspends every Kustomization and HelmRelease of the namespace: once the move has

@@ -105,7 +105,7 @@ func (e Environment) WorkloadKubeconfig(namespace, name string) string {
 }
 
 // ContainersRecord is where the names of the containers of the environment's CAPD clusters are
-// kept, for cleanup once the clusters that know them are gone (cleanup.RecordContainers).
+// kept, for cleanup once the clusters that know them are gone (records.RecordContainers).
 func (e Environment) ContainersRecord() string { return filepath.Join(e.path, "containers.json") }
 
 // TakenBackRecord is where cleanup records that it moved the environment's self-managed cluster
