@@ -21,14 +21,36 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/apply"
+	"cluster-init.dev/cluster-init/internal/clusterdeletion"
 	"cluster-init.dev/cluster-init/internal/fluxobjects"
 	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/kube"
-	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/readiness"
 	"cluster-init.dev/cluster-init/internal/units"
 )
+
+// removeAdopted removes what cluster-init installed into the adopted management cluster and
+// the workload clusters it made, and leaves the cluster itself running.
+func (c *cleaner) removeAdopted(ctx context.Context, m *kube.Cluster) error {
+	t, log := c.t, c.log
+	log("the management cluster of %s is adopted (%s): removing what cluster-init installed, the cluster itself stays", t.Environment, m.Config.Host)
+	flux, err := t.flux(ctx)
+	if err != nil {
+		return err
+	}
+	workloads, err := uninstall(ctx, m, flux, log)
+	if err != nil {
+		return err
+	}
+	// Their machines, should Cluster API have left one.
+	if t.CAPD && len(workloads) > 0 {
+		if err := removeContainers(ctx, c.containers, workloads, c.owned, log); err != nil {
+			return err
+		}
+	}
+	return c.rec.Forget(log)
+}
 
 // stepTimeout bounds each wait of the removal from an adopted cluster: past it, what still waits
 // on a finalizer is named and released, so that cleanup never hangs.
@@ -146,7 +168,7 @@ func deleteWorkloadClustersOf(ctx context.Context, c *kube.Cluster, log func(str
 			log("deleting workload cluster %s/%s (its machines go with it)", cl.Namespace, cl.Name)
 		}
 	}
-	_, err = machines.DeleteClusters(ctx, c.Client, machines.Deletion{Clusters: keys, Timeout: 10 * time.Minute, Progress: progressLog("the workload clusters", log)})
+	_, err = clusterdeletion.Run(ctx, c.Client, clusterdeletion.Deletion{Clusters: keys, Timeout: 10 * time.Minute, Progress: progressLog("the workload clusters", log)})
 	return workloads, err
 }
 

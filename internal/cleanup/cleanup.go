@@ -19,11 +19,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"cluster-init.dev/cluster-init/internal/bootstrap"
+	"cluster-init.dev/cluster-init/internal/clusterdeletion"
 	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/managementstate"
-	"cluster-init.dev/cluster-init/internal/pivot"
 	"cluster-init.dev/cluster-init/internal/progress"
 	"cluster-init.dev/cluster-init/internal/reconcileerrors"
 	"cluster-init.dev/cluster-init/internal/records"
@@ -90,110 +90,83 @@ func Run(ctx context.Context, kind KindClusters, containers Containers, t Target
 	return run(ctx, kind, containers, t, records.Of(t.State, t.Environment), log)
 }
 
+// cleaner is one cleanup of a target: the host's kind clusters and containers, the records of
+// the environment and the containers known to be its.
+type cleaner struct {
+	kind       KindClusters
+	containers Containers
+	t          Target
+	rec        records.Environment
+	owned      records.Owned
+	log        func(string, ...any)
+}
+
+// run decides which of the four cleanups the target needs, from what this machine recorded and
+// what the clusters say, and runs its steps:
+//   - adopted (adopted.go): the management cluster stays, what cluster-init installed goes;
+//   - CAPD (capd.go): the kind cluster, the workload clusters, then the machines' containers;
+//   - kind (kind.go): the Cluster was only in the kind cluster, deleted with it;
+//   - taken back (takeback.go): a self-managed cluster whose machines are not this host's,
+//     moved into a kind cluster and deleted there.
 func run(ctx context.Context, kind KindClusters, containers Containers, t Target, rec records.Environment, log func(string, ...any)) error {
 	owned, err := records.ReadContainers(rec.Containers)
 	if err != nil {
 		return err
 	}
-	// What the clusters define is recorded before anything is deleted, so that a cleanup
-	// interrupted half-way still knows it the next time.
-	remember := func(c *kube.Cluster) {
-		if !t.CAPD || rec.Containers == "" {
-			return
-		}
-		more, err := records.OwnedContainers(ctx, c.Client)
-		if err != nil {
-			log("could not list the machines of the %s cluster: %v", c.Name, err)
-			return
-		}
-		for n := range more {
-			owned[n] = true
-		}
-		if err := records.MergeContainers(rec.Containers, more); err != nil {
-			log("could not record the containers: %v", err)
-		}
-	}
-	var management *kube.Cluster
-	if _, err := os.Stat(rec.Kubeconfig); err == nil {
-		if management, err = kube.FromFile("management", rec.Kubeconfig); err != nil {
-			return fmt.Errorf("the management kubeconfig %s: %w", rec.Kubeconfig, err)
-		}
-		remember(management)
-		// Adopted: as recorded here, or as the cluster says (its state outlives a lost record).
-		_, statErr := os.Stat(rec.Adopted)
-		recorded := statErr == nil
-		st, _, err := managementstate.Read(ctx, management.Client)
-		if recorded && err != nil {
-			return fmt.Errorf("the adopted management cluster of %s (%s) does not answer, nothing was removed: %w; if it is gone, remove %s and %s", t.Environment, management.Config.Host, err, rec.Kubeconfig, rec.Adopted)
-		}
-		if recorded || st.Adopted {
-			return removeAdopted(ctx, management, containers, t, rec, owned, log)
-		}
-	}
-	// deleted: the Cluster is gone from the bootstrap cluster with everything its provider made.
-	deleted := false
-	exists, err := kind.Exists(t.Kind)
+	c := &cleaner{kind: kind, containers: containers, t: t, rec: rec, owned: owned, log: log}
+	management, adopted, err := c.management(ctx)
 	if err != nil {
 		return err
 	}
-	if exists {
-		c, err := kind.Connect(t.Kind)
-		if err != nil {
-			return err
-		}
-		if err := kind.Owns(ctx, c, t.Kind, t.Environment); err != nil {
-			return fmt.Errorf("kind cluster %s: %w: not deleting it", t.Kind, err)
-		}
-		remember(c)
-		// After the move, the machines are defined in the management cluster, which the pivot's
-		// copy of its kubeconfig reaches even when the bootstrap did not finish.
-		if management == nil {
-			if m, err := pivot.SavedManagement(ctx, c.Client, t.Namespace); err == nil {
-				remember(m)
-			}
-		}
-		// Defined here: not moved to the management cluster by a pivot.
-		defined := c.Client.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Cluster}, &clusterv1.Cluster{}) == nil
-		err = deleteCluster(ctx, c, t, log)
-		deleted = defined && err == nil
-		if err != nil {
-			if !t.CAPD {
-				// Machines elsewhere than this host: the kind cluster is the only record of what
-				// the provider created there, and goes only once nothing is.
-				left, lerr := recordedResources(ctx, c.Client, t.Namespace, t.Cluster)
-				deleted = defined && lerr == nil && len(left) == 0
-				if !deleted {
-					return fmt.Errorf("cluster %s/%s was not deleted through Cluster API: %v; its provider recorded what it created (%s): kind cluster %s is kept, the only record of it. Run cleanup again once the provider can reach its infrastructure, or delete those resources there and then the kind cluster", t.Namespace, t.Cluster, err, describeLeft(left, lerr), t.Kind)
-				}
-			} else {
-				log("could not delete Cluster %s through Cluster API: %v (removing its containers directly)", t.Cluster, err)
-			}
-		}
-		log("deleting kind cluster %s", t.Kind)
-		if err := kind.Delete(t.Kind); err != nil {
-			return err
-		}
-	} else {
-		log("no kind cluster %s", t.Kind)
+	switch {
+	case adopted:
+		return c.removeAdopted(ctx, management)
+	case t.CAPD:
+		return c.removeCAPD(ctx, management)
+	case management == nil:
+		return c.removeKind(ctx)
+	default:
+		return c.takeBack(ctx, management)
 	}
-	if !t.CAPD {
-		// No management cluster: the Cluster was only ever in the bootstrap cluster.
-		if management == nil || deleted {
-			if deleted {
-				log("Cluster %s is deleted, and nothing its provider made is left", t.Cluster)
-			}
-			return rec.Forget(log)
-		}
-		return takeBack(ctx, kind, management, t, rec, log)
+}
+
+// management connects to the environment's self-managed (or adopted) management cluster, if this
+// machine has its kubeconfig, and says whether it is adopted: as recorded here, or as the cluster
+// says (its state outlives a lost record).
+func (c *cleaner) management(ctx context.Context) (m *kube.Cluster, adopted bool, err error) {
+	if _, err := os.Stat(c.rec.Kubeconfig); err != nil {
+		return nil, false, nil
 	}
-	workloads, err := deleteWorkloadClusters(ctx, management, t, log)
+	if m, err = kube.FromFile("management", c.rec.Kubeconfig); err != nil {
+		return nil, false, fmt.Errorf("the management kubeconfig %s: %w", c.rec.Kubeconfig, err)
+	}
+	c.remember(ctx, m)
+	_, statErr := os.Stat(c.rec.Adopted)
+	recorded := statErr == nil
+	st, _, err := managementstate.Read(ctx, m.Client)
+	if recorded && err != nil {
+		return nil, false, fmt.Errorf("the adopted management cluster of %s (%s) does not answer, nothing was removed: %w; if it is gone, remove %s and %s", c.t.Environment, m.Config.Host, err, c.rec.Kubeconfig, c.rec.Adopted)
+	}
+	return m, recorded || st.Adopted, nil
+}
+
+// remember records the containers of what cl defines before anything is deleted, so that a
+// cleanup interrupted half-way still knows them the next time.
+func (c *cleaner) remember(ctx context.Context, cl *kube.Cluster) {
+	if !c.t.CAPD || c.rec.Containers == "" {
+		return
+	}
+	more, err := records.OwnedContainers(ctx, cl.Client)
 	if err != nil {
-		log("could not delete the workload clusters through Cluster API: %v (removing their containers directly)", err)
+		c.log("could not list the machines of the %s cluster: %v", cl.Name, err)
+		return
 	}
-	if err := removeContainers(ctx, containers, append(workloads, t.Cluster), owned, log); err != nil {
-		return err
+	for n := range more {
+		c.owned[n] = true
 	}
-	return rec.Forget(log)
+	if err := records.MergeContainers(c.rec.Containers, more); err != nil {
+		c.log("could not record the containers: %v", err)
+	}
 }
 
 // renderFlux renders the Flux objects bootstrap installs, from the checkout.
@@ -220,27 +193,6 @@ func (t Target) takeBackIntoKind(ctx context.Context) (*kube.Cluster, error) {
 	return c, err
 }
 
-// removeAdopted removes what cluster-init installed into the adopted management cluster and
-// the workload clusters it made, and leaves the cluster itself running.
-func removeAdopted(ctx context.Context, m *kube.Cluster, containers Containers, t Target, rec records.Environment, owned records.Owned, log func(string, ...any)) error {
-	log("the management cluster of %s is adopted (%s): removing what cluster-init installed, the cluster itself stays", t.Environment, m.Config.Host)
-	flux, err := t.flux(ctx)
-	if err != nil {
-		return err
-	}
-	workloads, err := uninstall(ctx, m, flux, log)
-	if err != nil {
-		return err
-	}
-	// Their machines, should Cluster API have left one.
-	if t.CAPD && len(workloads) > 0 {
-		if err := removeContainers(ctx, containers, workloads, owned, log); err != nil {
-			return err
-		}
-	}
-	return rec.Forget(log)
-}
-
 // deleteWorkloadClusters deletes, through the management cluster's own Cluster API, every other
 // cluster it manages (the workload clusters), and returns their names. Their definitions would
 // come back from git: the management cluster goes right after.
@@ -263,7 +215,7 @@ func deleteWorkloadClusters(ctx context.Context, m *kube.Cluster, t Target, log 
 		keys = append(keys, client.ObjectKeyFromObject(cl))
 		log("deleting workload cluster %s/%s (its machines go with it)", cl.Namespace, cl.Name)
 	}
-	_, err := machines.DeleteClusters(ctx, m.Client, machines.Deletion{Clusters: keys, Timeout: 10 * time.Minute, Progress: progressLog("the workload clusters", log)})
+	_, err := clusterdeletion.Run(ctx, m.Client, clusterdeletion.Deletion{Clusters: keys, Timeout: 10 * time.Minute, Progress: progressLog("the workload clusters", log)})
 	return names, err
 }
 
@@ -314,7 +266,7 @@ func deleteCluster(ctx context.Context, c *kube.Cluster, t Target, log func(stri
 		return fmt.Errorf("no Cluster API controller runs in the bootstrap cluster")
 	}
 	log("deleting Cluster %s/%s (its machines go with it)", t.Namespace, t.Cluster)
-	abandoned, err := machines.DeleteClusters(ctx, c.Client, machines.Deletion{
+	abandoned, err := clusterdeletion.Run(ctx, c.Client, clusterdeletion.Deletion{
 		Clusters: []client.ObjectKey{client.ObjectKeyFromObject(cl)},
 		Timeout:  5 * time.Minute,
 		Progress: progressLog("Cluster "+t.Cluster, log),

@@ -14,13 +14,29 @@ import (
 	"cluster-init.dev/cluster-init/internal/records"
 )
 
-// takeBack deletes a self-managed management cluster whose machines are not containers of this
+// takeBack is the cleanup of a self-managed management cluster whose machines are not containers
+// of this host: a kind cluster of the environment left from its bootstrap goes first (with the
+// Cluster, should it still be defined there: then nothing is left to take back), then the
+// cluster is taken back and deleted (takeBackAndDelete).
+func (c *cleaner) takeBack(ctx context.Context, m *kube.Cluster) error {
+	deleted, err := c.deleteKindCluster(ctx, m)
+	if err != nil {
+		return err
+	}
+	if deleted {
+		c.log("Cluster %s is deleted, and nothing its provider made is left", c.t.Cluster)
+		return c.rec.Forget(c.log)
+	}
+	return takeBackAndDelete(ctx, c.kind, m, c.t, c.rec, c.log)
+}
+
+// takeBackAndDelete deletes a self-managed management cluster whose machines are not containers of this
 // host (OpenStack): it cannot delete itself (its providers run on the machines they would
 // delete), so it is taken back, as clusterctl's documentation does it, into a kind cluster with
 // the same providers (bootstrap.TakeBack), and deleted there through Cluster API; its providers
 // remove every machine and what they made for them (servers, ports, floating IPs, security
 // groups, network). Interrupted, a cleanup run again finds the cluster where it was left.
-func takeBack(ctx context.Context, kind KindClusters, m *kube.Cluster, t Target, rec records.Environment, log func(string, ...any)) error {
+func takeBackAndDelete(ctx context.Context, kind KindClusters, m *kube.Cluster, t Target, rec records.Environment, log func(string, ...any)) error {
 	key := client.ObjectKey{Namespace: t.Namespace, Name: t.Cluster}
 	err := m.Client.Get(ctx, key, &clusterv1.Cluster{})
 	if _, statErr := os.Stat(rec.TakenBack); statErr == nil && err != nil {

@@ -1,7 +1,9 @@
-// Package machines is the one view of a Cluster API cluster's machines that cluster-init takes:
-// the Cluster's conditions, every Machine with its role, phase, provider ID and node, and how many
-// machines its control plane and MachineDeployments ask for. The progress view shows it, the
-// pivot and day 2 wait on it, the finish step verifies with it.
+// Package machines is the one view of a Cluster API cluster's machines that cluster-init takes
+// (the Cluster's conditions, every Machine with its role, phase, provider ID and node, and how many
+// machines its control plane and MachineDeployments ask for), and the waits on it: a cluster
+// settled or at rest, a machine its provider gave up on. While a machine waits for its node, its
+// provider is asked to look again (lookagain.go). The progress view shows it, the pivot and day 2
+// wait on it, the finish step verifies with it. Deleting clusters is internal/clusterdeletion's.
 package machines
 
 import (

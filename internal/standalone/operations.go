@@ -16,6 +16,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cluster-init.dev/cluster-init/internal/clusterdeletion"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/upgrades"
@@ -94,7 +95,7 @@ func setReplicas(ctx context.Context, mc *kube.Cluster, obj client.Object, repli
 // is gone.
 func deleteCluster(ctx context.Context, out Reporter, mc *kube.Cluster, st *State) error {
 	const timeout = 20 * time.Minute
-	_, err := machines.DeleteClusters(ctx, mc.Client, machines.Deletion{
+	_, err := clusterdeletion.Run(ctx, mc.Client, clusterdeletion.Deletion{
 		Clusters: []client.ObjectKey{{Namespace: st.Namespace, Name: st.Cluster}},
 		Timeout:  timeout,
 		Interval: waitInterval,

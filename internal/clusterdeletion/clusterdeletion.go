@@ -1,4 +1,6 @@
-package machines
+// Package clusterdeletion deletes Clusters through Cluster API, which removes their machines and
+// infrastructure before the Cluster goes, and waits until they are gone (or given up).
+package clusterdeletion
 
 import (
 	"context"
@@ -9,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cluster-init.dev/cluster-init/internal/machines"
 )
 
 // Deletion is the deletion of Clusters by Cluster API, which removes their machines and
@@ -20,7 +24,7 @@ type Deletion struct {
 	// Interval between two looks; 3s if zero.
 	Interval time.Duration
 	// Progress, if set, is given at each look the clusters still there, as Read sees them.
-	Progress func(left []View, elapsed time.Duration)
+	Progress func(left []machines.View, elapsed time.Duration)
 	// GiveUp, if set, is asked at each look about each cluster still there: a reason not to wait
 	// for it any longer ("" to go on waiting). Its answer is logged by the caller.
 	GiveUp func(ctx context.Context, cluster client.ObjectKey, elapsed time.Duration) string
@@ -32,9 +36,9 @@ type Abandoned struct {
 	Reason  string
 }
 
-// DeleteClusters deletes the Clusters (one already gone is fine) and waits until each is gone or
+// Run deletes the Clusters (one already gone is fine) and waits until each is gone or
 // given up; it returns those given up. Past the timeout, the error names what is left.
-func DeleteClusters(ctx context.Context, c client.Client, d Deletion) ([]Abandoned, error) {
+func Run(ctx context.Context, c client.Client, d Deletion) ([]Abandoned, error) {
 	for _, k := range d.Clusters {
 		cl := &clusterv1.Cluster{}
 		cl.Namespace, cl.Name = k.Namespace, k.Name
@@ -49,7 +53,7 @@ func DeleteClusters(ctx context.Context, c client.Client, d Deletion) ([]Abandon
 	start := time.Now()
 	waiting := append([]client.ObjectKey(nil), d.Clusters...)
 	var abandoned []Abandoned
-	var left []View
+	var left []machines.View
 	if d.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d.Timeout)
@@ -59,10 +63,10 @@ func DeleteClusters(ctx context.Context, c client.Client, d Deletion) ([]Abandon
 		left = left[:0]
 		var still []client.ObjectKey
 		for _, k := range waiting {
-			v, err := Read(ctx, c, k.Namespace, k.Name)
+			v, err := machines.Read(ctx, c, k.Namespace, k.Name)
 			if err != nil {
 				// Read again at the next look: the API may be busy while machines go.
-				v = View{Namespace: k.Namespace, Name: k.Name, Found: true, NotTrue: []string{err.Error()}}
+				v = machines.View{Namespace: k.Namespace, Name: k.Name, Found: true, NotTrue: []string{err.Error()}}
 			}
 			if !v.Found {
 				continue

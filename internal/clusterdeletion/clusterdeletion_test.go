@@ -1,4 +1,4 @@
-package machines_test
+package clusterdeletion_test
 
 import (
 	"context"
@@ -12,9 +12,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"cluster-init.dev/cluster-init/internal/clusterdeletion"
 	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/testenv"
 )
+
+const ns = "default"
 
 // The one deletion of Clusters, on a real API server where a finalizer plays Cluster API: it
 // waits while a Cluster is there, reports what is left, ends when every one is gone, stops
@@ -49,7 +52,7 @@ func TestDeleteClustersWaitsUntilEachIsGoneOrGivenUp(t *testing.T) {
 	var mu sync.Mutex
 	var reports [][]string
 	var releaseA, releaseB sync.Once
-	abandoned, err := machines.DeleteClusters(ctx, c, machines.Deletion{Clusters: []client.ObjectKey{a, b, {Namespace: ns, Name: "gone-already"}}, Timeout: time.Minute, Interval: 100 * time.Millisecond,
+	abandoned, err := clusterdeletion.Run(ctx, c, clusterdeletion.Deletion{Clusters: []client.ObjectKey{a, b, {Namespace: ns, Name: "gone-already"}}, Timeout: time.Minute, Interval: 100 * time.Millisecond,
 		Progress: func(left []machines.View, _ time.Duration) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -77,7 +80,7 @@ func TestDeleteClustersWaitsUntilEachIsGoneOrGivenUp(t *testing.T) {
 
 	// One that never goes, given up after a while: returned with the reason, no error.
 	stuck := create("stuck")
-	abandoned, err = machines.DeleteClusters(ctx, c, machines.Deletion{Clusters: []client.ObjectKey{stuck}, Timeout: time.Minute, Interval: 100 * time.Millisecond,
+	abandoned, err = clusterdeletion.Run(ctx, c, clusterdeletion.Deletion{Clusters: []client.ObjectKey{stuck}, Timeout: time.Minute, Interval: 100 * time.Millisecond,
 		GiveUp: func(_ context.Context, k client.ObjectKey, elapsed time.Duration) string {
 			if elapsed > 300*time.Millisecond {
 				return "its provider cannot reach its cloud"
@@ -89,7 +92,7 @@ func TestDeleteClustersWaitsUntilEachIsGoneOrGivenUp(t *testing.T) {
 	}
 
 	// Past the timeout: an error that names it.
-	_, err = machines.DeleteClusters(ctx, c, machines.Deletion{Clusters: []client.ObjectKey{stuck}, Timeout: 500 * time.Millisecond, Interval: 100 * time.Millisecond})
+	_, err = clusterdeletion.Run(ctx, c, clusterdeletion.Deletion{Clusters: []client.ObjectKey{stuck}, Timeout: 500 * time.Millisecond, Interval: 100 * time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), "default/stuck") {
 		t.Errorf("past the timeout: %v", err)
 	}
