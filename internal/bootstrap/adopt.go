@@ -34,7 +34,7 @@ func Adopt(ctx context.Context, opts AdoptOptions) (*Result, error) {
 	if err := standalone.RefuseCreated(opts.StateDir.Standalone(), opts.Env.Name); err != nil {
 		return &Result{}, err
 	}
-	s, err := newSession(opts.settings())
+	s, err := newSession(opts.Common, opts.Source)
 	if err != nil {
 		return &Result{}, err
 	}
@@ -45,7 +45,7 @@ func Adopt(ctx context.Context, opts AdoptOptions) (*Result, error) {
 		mc   *bootstrapCluster // the adopted cluster
 		src  *publishedSource
 	)
-	return s.run(ctx, []phase{
+	return s.run(ctx, opts.Until, []phase{
 		{"validate", func(ctx context.Context) (err error) {
 			if src, err = planSource(ctx, s); err != nil {
 				return err
@@ -54,7 +54,7 @@ func Adopt(ctx context.Context, opts AdoptOptions) (*Result, error) {
 			return err
 		}},
 		{"cluster", func(ctx context.Context) (err error) {
-			mc, err = connectAdopted(ctx, s, plan)
+			mc, err = connectAdopted(ctx, s, plan, opts)
 			return err
 		}},
 		{"flux", func(ctx context.Context) error {
@@ -111,9 +111,9 @@ func validateAdopted(ctx context.Context, s *session, src *publishedSource) (*re
 // environment's, not a cluster-init management cluster already (self-managed, or adopted by
 // another environment), and running no Flux, cert-manager or Cluster API that cluster-init did
 // not install (unless told to take them over).
-func connectAdopted(ctx context.Context, s *session, plan *render.Result) (*bootstrapCluster, error) {
+func connectAdopted(ctx context.Context, s *session, plan *render.Result, opts AdoptOptions) (*bootstrapCluster, error) {
 	env := s.opts.Env.Name
-	c, err := kube.Load("management", s.opts.Kubeconfig, s.opts.Context)
+	c, err := kube.Load("management", opts.Kubeconfig, opts.Context)
 	if err != nil {
 		return nil, err
 	}
@@ -132,19 +132,19 @@ func connectAdopted(ctx context.Context, s *session, plan *render.Result) (*boot
 		}
 	}
 	if err := kindcluster.CheckMarker(ctx, c, env); err != nil {
-		return nil, fmt.Errorf("--kubeconfig %s: %w", s.opts.Kubeconfig, err)
+		return nil, fmt.Errorf("--kubeconfig %s: %w", opts.Kubeconfig, err)
 	}
 	st, _, err := managementstate.Read(ctx, c.Client)
 	if err != nil {
 		return nil, err
 	}
 	if st.SelfManaged {
-		return nil, fmt.Errorf("--kubeconfig %s is a self-managed cluster-init management cluster: use `bootstrap apply %s --kubeconfig %s` to change it", s.opts.Kubeconfig, env, s.opts.Kubeconfig)
+		return nil, fmt.Errorf("--kubeconfig %s is a self-managed cluster-init management cluster: use `bootstrap apply %s --kubeconfig %s` to change it", opts.Kubeconfig, env, opts.Kubeconfig)
 	}
 	// Clusters defined here that are not the tenants' workload clusters: the environment's own
 	// cluster (bootstrap --kubeconfig without --adopt), which the management release would delete,
 	// or someone else's, which cleanup would delete; maybe the cluster's own definition.
-	if err := refuseDefinedClusters(ctx, c, s.opts.Kubeconfig, env); err != nil {
+	if err := refuseDefinedClusters(ctx, c, opts.Kubeconfig, env); err != nil {
 		return nil, err
 	}
 	foreign, err := adopt.Foreign(ctx, c.Client)
@@ -152,8 +152,8 @@ func connectAdopted(ctx context.Context, s *session, plan *render.Result) (*boot
 		return nil, err
 	}
 	if len(foreign) > 0 {
-		if !s.opts.TakeOver {
-			return nil, fmt.Errorf("--kubeconfig %s: %w", s.opts.Kubeconfig, adopt.Refusal(foreign))
+		if !opts.TakeOver {
+			return nil, fmt.Errorf("--kubeconfig %s: %w", opts.Kubeconfig, adopt.Refusal(foreign))
 		}
 		for _, f := range foreign {
 			s.out.Log("taking over %s (--take-over)", f)
@@ -170,7 +170,7 @@ func connectAdopted(ctx context.Context, s *session, plan *render.Result) (*boot
 	if err := atomicfile.Write(s.opts.StateDir.Environment(env).AdoptedRecord(), []byte(c.Config.Host+"\n"), 0o600); err != nil {
 		return nil, err
 	}
-	s.out.Log("adopting %s (%s) as the management cluster of %s: nothing will create, replace or delete it", c.Config.Host, s.opts.Kubeconfig, env)
+	s.out.Log("adopting %s (%s) as the management cluster of %s: nothing will create, replace or delete it", c.Config.Host, opts.Kubeconfig, env)
 	return &bootstrapCluster{cluster: c}, nil
 }
 

@@ -1,6 +1,8 @@
 // Package bootstrap is the flow of `bootstrap ENV` and of day 2 (`bootstrap apply ENV`). Like
-// kind's create.go, Run reads as the list of its phases; each phase lives in the file named
-// after it, takes what it needs and returns what it produced:
+// kind's create.go, each verb (Run, Standalone, TakeBack here, Adopt in adopt.go, Apply in
+// dayapply.go, Manage in standalone.go) reads as the list of its phases, built from shared phase
+// functions; each phase lives in the file named after it, takes what it needs and returns what it
+// produced:
 //
 //	validate           validate.go         the environment in every context; the plan of the bootstrap context
 //	bootstrap cluster  bootstrapcluster.go the kind cluster (or the one given) with the CNI
@@ -20,14 +22,9 @@ package bootstrap
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"cluster-init.dev/cluster-init/internal/kube"
-	"cluster-init.dev/cluster-init/internal/machines"
-	"cluster-init.dev/cluster-init/internal/managementstate"
-	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/progress"
-	"cluster-init.dev/cluster-init/internal/records"
 	"cluster-init.dev/cluster-init/internal/render"
 	"cluster-init.dev/cluster-init/internal/standalone"
 	"cluster-init.dev/cluster-init/internal/values"
@@ -48,190 +45,144 @@ type Result struct {
 // Run bootstraps the environment: its management cluster, made self-managed by the pivot (or,
 // from an existing cluster, managed by it).
 func Run(ctx context.Context, opts CreateOptions) (*Result, error) {
-	return create(ctx, opts.settings())
+	if opts.Kubeconfig != "" {
+		// The existing cluster keeps managing the new one: nothing to pivot.
+		opts.Overrides = append(opts.Overrides, values.FromMap("(--kubeconfig: no pivot)", map[string]any{"pivot": false}))
+	}
+	if err := standalone.RefuseCreated(opts.StateDir.Standalone(), opts.Env.Name); err != nil {
+		return &Result{}, err
+	}
+	s, err := newSession(opts.Common, opts.Source)
+	if err != nil {
+		return &Result{}, err
+	}
+	defer s.close()
+	c := &creation{s: s}
+	return s.run(ctx, opts.Until, []phase{
+		{"validate", func(ctx context.Context) error {
+			if opts.Kubeconfig == "" {
+				if err := refuseSelfManaged(ctx, opts.StateDir, opts.Env.Name); err != nil {
+					return err
+				}
+			}
+			return c.validate(ctx)
+		}},
+		{"bootstrap cluster", c.bootstrapCluster(existingCluster{opts.Kubeconfig, opts.Context})},
+		{"flux", c.flux},
+		{"source", c.source},
+		{"environment", c.environment},
+		{"units", c.units},
+		{"finish", func(ctx context.Context) error {
+			return finish(ctx, s, c.bc, c.plan.Settings, opts.KeepBootstrap)
+		}},
+	})
 }
 
 // Standalone creates the environment's cluster as a standalone cluster: no pivot, its definitions
 // exported to the state directory, the bootstrap cluster deleted.
 func Standalone(ctx context.Context, opts StandaloneOptions) (*Result, error) {
-	return create(ctx, opts.settings())
+	opts.Overrides = append(opts.Overrides, standaloneValues())
+	s, err := newSession(opts.Common, opts.Source)
+	if err != nil {
+		return &Result{}, err
+	}
+	defer s.close()
+	sa := newCreating(s, opts.Key)
+	defer sa.Close()
+	if done, err := sa.Start(); err != nil || done {
+		return s.result, err
+	}
+	c := &creation{s: s}
+	return s.run(ctx, opts.Until, []phase{
+		{"validate", c.validate},
+		{"bootstrap cluster", c.bootstrapCluster(existingCluster{})},
+		{"flux", c.flux},
+		{"source", c.source},
+		{"environment", c.environment},
+		{"units", c.units},
+		{"finish", func(ctx context.Context) error {
+			return keepStandalone(ctx, s, c.bc, c.plan, sa, opts)
+		}},
+	})
 }
 
 // TakeBack makes the kind cluster a self-managed management cluster is taken back into to be
 // deleted (`bootstrap cleanup`): the bootstrap flow up to its units, with the environment's
-// providers and no cluster, next to the management cluster that exists. clusterctl move can then
-// bring the cluster into it, and its providers delete the machines, the management cluster's own
-// included, which the management cluster cannot do to itself. Run again, it continues with the
-// kind cluster that exists.
+// providers and no cluster (the chart's providers_only), next to the management cluster that
+// exists. clusterctl move can then bring the cluster into it, and its providers delete the
+// machines, the management cluster's own included, which the management cluster cannot do to
+// itself. Run again, it continues with the kind cluster that exists.
 func TakeBack(ctx context.Context, opts TakeBackOptions) (*kube.Cluster, *Result, error) {
-	res, err := create(ctx, opts.settings())
+	opts.Overrides = append(opts.Overrides, values.FromMap("(cleanup: the providers only, to take the cluster back)", map[string]any{"providers_only": true}))
+	if err := standalone.RefuseCreated(opts.StateDir.Standalone(), opts.Env.Name); err != nil {
+		return nil, &Result{}, err
+	}
+	s, err := newSession(opts.Common, opts.Source)
+	if err != nil {
+		return nil, &Result{}, err
+	}
+	defer s.close()
+	c := &creation{s: s}
+	res, err := s.run(ctx, "", []phase{
+		{"validate", c.validate},
+		{"bootstrap cluster", c.bootstrapCluster(existingCluster{})},
+		{"flux", c.flux},
+		{"source", c.source},
+		{"environment", c.environment},
+		{"units", c.units},
+	})
 	if err != nil {
 		return nil, res, err
 	}
-	c, err := kube.FromFile("bootstrap", res.Bootstrap)
+	s.out.Log("the providers run: ready to take the cluster back")
+	kc, err := kube.FromFile("bootstrap", res.Bootstrap)
 	if err != nil {
 		return nil, res, fmt.Errorf("the kind cluster to take the cluster back into: %w", err)
 	}
-	return c, res, nil
+	return kc, res, nil
 }
 
-// takeBackValues disable the cluster unit and the bootstrap context's units that need it (the
-// CNI and cluster-ready follow it): what runs is the providers. The kind cluster serves no
-// Receiver: no push is for it.
-func takeBackValues() values.Layer {
-	off := map[string]any{}
-	for _, u := range []string{"cluster", "management-flux", "management-configs", "management-cluster-init", "pivot"} {
-		off[u] = map[string]any{"enabled": false}
-	}
-	return values.FromMap("(cleanup: the providers only, to take the cluster back)", map[string]any{
-		"units":         off,
-		"notifications": map[string]any{"receiver": map[string]any{"node_port": 0}},
-	})
+// creation is what the phases that create a cluster from a bootstrap cluster hand each other;
+// each verb lists the phases it runs (Run, Standalone, TakeBack).
+type creation struct {
+	s    *session
+	plan *render.Result
+	bc   *bootstrapCluster
+	src  *publishedSource
 }
 
-// create is the flow of Run, Standalone and TakeBack.
-func create(ctx context.Context, opts settings) (*Result, error) {
-	if opts.Kubeconfig != "" {
-		// The existing cluster keeps managing the new one: nothing to pivot.
-		opts.Overrides = append(opts.Overrides, values.FromMap("(--kubeconfig: no pivot)", map[string]any{"pivot": false}))
+// validate plans the source and validates the environment: the plan the other phases follow.
+func (c *creation) validate(ctx context.Context) (err error) {
+	if c.src, err = planSource(ctx, c.s); err != nil {
+		return err
 	}
-	if opts.Standalone {
-		opts.Overrides = append(opts.Overrides, standaloneValues())
-	}
-	if opts.TakeBack {
-		opts.Overrides = append(opts.Overrides, takeBackValues())
-	}
-	s, err := newSession(opts)
-	if err != nil {
-		return &Result{}, err
-	}
-	defer s.close()
-
-	var (
-		plan *render.Result
-		bc   *bootstrapCluster
-		src  *publishedSource
-		sa   *standalone.Creating
-	)
-	if !opts.Standalone {
-		if err := standalone.RefuseCreated(opts.StateDir.Standalone(), opts.Env.Name); err != nil {
-			return &Result{}, err
-		}
-	}
-	if opts.Standalone {
-		sa = newCreating(s)
-		defer sa.Close()
-		if done, err := sa.Start(); err != nil || done {
-			return s.result, err
-		}
-	}
-	return s.run(ctx, []phase{
-		{"validate", func(ctx context.Context) (err error) {
-			if src, err = planSource(ctx, s); err != nil {
-				return err
-			}
-			plan, err = validateBootstrap(ctx, s, src)
-			return err
-		}},
-		{"bootstrap cluster", func(ctx context.Context) (err error) {
-			bc, err = ensureBootstrapCluster(ctx, s, plan)
-			return err
-		}},
-		{"flux", func(ctx context.Context) error {
-			return installFlux(ctx, s, bc)
-		}},
-		{"source", func(ctx context.Context) (err error) {
-			src, err = publishSource(ctx, s, bc, plan.Settings, src)
-			return err
-		}},
-		{"environment", func(ctx context.Context) error {
-			if src.pivotStarted {
-				s.out.Log("the pivot has started: the environment stays as it was applied")
-				return nil
-			}
-			return applyRelease(ctx, s, bc.cluster, plan, src)
-		}},
-		{"units", func(ctx context.Context) error {
-			return followUnits(ctx, s, bc, plan.Settings)
-		}},
-		{"finish", func(ctx context.Context) error {
-			if sa != nil {
-				return keepStandalone(ctx, s, bc, plan, sa)
-			}
-			return finish(ctx, s, bc, plan.Settings)
-		}},
-	})
+	c.plan, err = validateBootstrap(ctx, c.s, c.src)
+	return err
 }
 
-// Apply is day 2: it re-applies the environment to its self-managed management cluster (values,
-// secrets, source), has the release take the new values and follows the units until the change
-// is rolled out, machines included.
-func Apply(ctx context.Context, opts ApplyOptions) (*Result, error) {
-	s, err := newSession(opts.settings())
-	if err != nil {
-		return &Result{}, err
+// bootstrapCluster makes (or finds) the kind cluster, or connects to the existing one given.
+func (c *creation) bootstrapCluster(existing existingCluster) func(context.Context) error {
+	return func(ctx context.Context) (err error) {
+		c.bc, err = ensureBootstrapCluster(ctx, c.s, c.plan, existing)
+		return err
 	}
-	defer s.close()
+}
 
-	var (
-		plan  *render.Result
-		mc    *bootstrapCluster // the management cluster: the cluster whose units are followed
-		src   *publishedSource
-		state managementstate.State
-	)
-	return s.run(ctx, []phase{
-		{"management cluster", func(ctx context.Context) (err error) {
-			// Its state says how its release renders: self-managed (its own definitions since the
-			// pivot) or adopted (none).
-			mc, state, err = connectManagement(ctx, s)
-			return err
-		}},
-		{"validate", func(ctx context.Context) (err error) {
-			if src, err = planSource(ctx, s); err != nil {
-				return err
-			}
-			plan, err = validateManagement(ctx, s, src, state)
-			return err
-		}},
-		{"source", func(ctx context.Context) (err error) {
-			src, err = publishSource(ctx, s, mc, plan.Settings, src)
-			return err
-		}},
-		{"environment", func(ctx context.Context) error {
-			if err := applyRelease(ctx, s, mc.cluster, plan, src); err != nil {
-				return err
-			}
-			return reconcileRelease(ctx, s, mc.cluster)
-		}},
-		{"units", func(ctx context.Context) error {
-			return followUnits(ctx, s, mc, plan.Settings)
-		}},
-		{"machines", func(ctx context.Context) error {
-			if state.Adopted {
-				s.out.Log("the management cluster is adopted: its machines are not Cluster API's")
-				return nil
-			}
-			// The nodes are read from the cluster itself, through the kubeconfig Cluster API
-			// wrote (the management cluster when it is self-managed).
-			name := plan.Settings.Cluster.Name
-			nodes, err := kube.ClusterAPICluster(ctx, mc.cluster.Client, names.Namespace, name)
-			if err != nil {
-				return fmt.Errorf("connect to cluster %s to read its nodes: %w", name, err)
-			}
-			v, err := machines.WaitSettled(ctx, mc.cluster.Client, nodes.Client, machines.Settling{
-				Namespace: names.Namespace, Name: name, Timeout: 30 * time.Minute, Interval: pollInterval, Progress: s.out.Waiting,
-			})
-			if err != nil {
-				return err
-			}
-			s.out.Log("cluster %s has its %d machines ready", name, len(v.Machines))
-			// New machines have new names: cleanup must know them even if the cluster is gone.
-			if plan.Settings.Cluster.OnDocker() {
-				if err := records.RecordContainers(ctx, s.opts.StateDir.Environment(s.opts.Env.Name).ContainersRecord(), mc.cluster.Client); err != nil {
-					s.out.Log("could not record the containers of %s for cleanup: %v", plan.Settings.Cluster.Name, err)
-				}
-			}
-			return nil
-		}},
-	})
+func (c *creation) flux(ctx context.Context) error { return installFlux(ctx, c.s, c.bc) }
+
+func (c *creation) source(ctx context.Context) (err error) {
+	c.src, err = publishSource(ctx, c.s, c.bc, c.plan.Settings, c.src)
+	return err
+}
+
+func (c *creation) environment(ctx context.Context) error {
+	if c.src.pivotStarted {
+		c.s.out.Log("the pivot has started: the environment stays as it was applied")
+		return nil
+	}
+	return applyRelease(ctx, c.s, c.bc.cluster, c.plan, c.src)
+}
+
+func (c *creation) units(ctx context.Context) error {
+	return followUnits(ctx, c.s, c.bc, c.plan.Settings)
 }

@@ -26,31 +26,34 @@ type bootstrapCluster struct {
 	kind *kindcluster.Manager
 }
 
+// existingCluster is a cluster given with --kubeconfig (and --kube-context); empty, none.
+type existingCluster struct{ kubeconfig, context string }
+
 // ensureBootstrapCluster creates (or finds) the kind cluster, installs the CNI and, while the CNI
 // starts, loads this project's image into it and starts pulling the images of its Flux and units
 // (prepull); or connects to the existing cluster given with --kubeconfig.
-func ensureBootstrapCluster(ctx context.Context, s *session, plan *render.Result) (*bootstrapCluster, error) {
+func ensureBootstrapCluster(ctx context.Context, s *session, plan *render.Result, existing existingCluster) (*bootstrapCluster, error) {
 	v := plan.Settings
 	env := s.opts.Env.Name
-	if s.opts.Kubeconfig != "" {
-		c, err := kube.Load("bootstrap", s.opts.Kubeconfig, s.opts.Context)
+	if existing.kubeconfig != "" {
+		c, err := kube.Load("bootstrap", existing.kubeconfig, existing.context)
 		if err != nil {
 			return nil, err
 		}
 		if err := kindcluster.CheckMarker(ctx, c, env); err != nil {
-			return nil, fmt.Errorf("--kubeconfig %s: %w", s.opts.Kubeconfig, err)
+			return nil, fmt.Errorf("--kubeconfig %s: %w", existing.kubeconfig, err)
 		}
 		// A management cluster must not bootstrap its own environment: it would create a second
 		// cluster of the same name next to itself.
 		if st, _, err := managementstate.Read(ctx, c.Client); err != nil {
 			return nil, err
 		} else if st.Managed() {
-			return nil, fmt.Errorf("--kubeconfig %s is the management cluster of %s, %s: change it with `bootstrap apply %s`", s.opts.Kubeconfig, env, st, env)
+			return nil, fmt.Errorf("--kubeconfig %s is the management cluster of %s, %s: change it with `bootstrap apply %s`", existing.kubeconfig, env, st, env)
 		}
 		if err := kindcluster.WriteMarker(ctx, c, env); err != nil {
 			return nil, err
 		}
-		s.out.Log("using the existing cluster of %s (no kind cluster, no pivot)", s.opts.Kubeconfig)
+		s.out.Log("using the existing cluster of %s (no kind cluster, no pivot)", existing.kubeconfig)
 		return &bootstrapCluster{cluster: c}, nil
 	}
 

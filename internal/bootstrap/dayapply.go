@@ -4,24 +4,29 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/managementstate"
+	"cluster-init.dev/cluster-init/internal/names"
+	"cluster-init.dev/cluster-init/internal/records"
+	"cluster-init.dev/cluster-init/internal/render"
 )
 
 // connectManagement connects to the management cluster the bootstrap wrote the kubeconfig of (or
 // the one given with --kubeconfig).
-func connectManagement(ctx context.Context, s *session) (*bootstrapCluster, managementstate.State, error) {
+func connectManagement(ctx context.Context, s *session, given existingCluster) (*bootstrapCluster, managementstate.State, error) {
 	var st managementstate.State
-	path := s.opts.Kubeconfig
+	path := given.kubeconfig
 	if path == "" {
 		path = s.opts.StateDir.Environment(s.opts.Env.Name).ManagementKubeconfig()
 		if _, err := os.Stat(path); err != nil {
 			return nil, st, fmt.Errorf("no management cluster for environment %s (%s): bootstrap it first, or give --kubeconfig", s.opts.Env.Name, path)
 		}
 	}
-	c, err := kube.Load("management", path, s.opts.Context)
+	c, err := kube.Load("management", path, given.context)
 	if err != nil {
 		return nil, st, err
 	}
@@ -38,4 +43,77 @@ func connectManagement(ctx context.Context, s *session) (*bootstrapCluster, mana
 	}
 	s.out.Log("management cluster: %s (%s), %s", c.Config.Host, path, st)
 	return &bootstrapCluster{cluster: c}, st, nil
+}
+
+// Apply is day 2: it re-applies the environment to its self-managed management cluster (values,
+// secrets, source), has the release take the new values and follows the units until the change
+// is rolled out, machines included.
+func Apply(ctx context.Context, opts ApplyOptions) (*Result, error) {
+	s, err := newSession(opts.Common, opts.Source)
+	if err != nil {
+		return &Result{}, err
+	}
+	defer s.close()
+
+	var (
+		plan  *render.Result
+		mc    *bootstrapCluster // the management cluster: the cluster whose units are followed
+		src   *publishedSource
+		state managementstate.State
+	)
+	return s.run(ctx, "", []phase{
+		{"management cluster", func(ctx context.Context) (err error) {
+			// Its state says how its release renders: self-managed (its own definitions since the
+			// pivot) or adopted (none).
+			mc, state, err = connectManagement(ctx, s, existingCluster{opts.Kubeconfig, opts.Context})
+			return err
+		}},
+		{"validate", func(ctx context.Context) (err error) {
+			if src, err = planSource(ctx, s); err != nil {
+				return err
+			}
+			plan, err = validateManagement(ctx, s, src, state)
+			return err
+		}},
+		{"source", func(ctx context.Context) (err error) {
+			src, err = publishSource(ctx, s, mc, plan.Settings, src)
+			return err
+		}},
+		{"environment", func(ctx context.Context) error {
+			if err := applyRelease(ctx, s, mc.cluster, plan, src); err != nil {
+				return err
+			}
+			return reconcileRelease(ctx, s, mc.cluster)
+		}},
+		{"units", func(ctx context.Context) error {
+			return followUnits(ctx, s, mc, plan.Settings)
+		}},
+		{"machines", func(ctx context.Context) error {
+			if state.Adopted {
+				s.out.Log("the management cluster is adopted: its machines are not Cluster API's")
+				return nil
+			}
+			// The nodes are read from the cluster itself, through the kubeconfig Cluster API
+			// wrote (the management cluster when it is self-managed).
+			name := plan.Settings.Cluster.Name
+			nodes, err := kube.ClusterAPICluster(ctx, mc.cluster.Client, names.Namespace, name)
+			if err != nil {
+				return fmt.Errorf("connect to cluster %s to read its nodes: %w", name, err)
+			}
+			v, err := machines.WaitSettled(ctx, mc.cluster.Client, nodes.Client, machines.Settling{
+				Namespace: names.Namespace, Name: name, Timeout: 30 * time.Minute, Interval: pollInterval, Progress: s.out.Waiting,
+			})
+			if err != nil {
+				return err
+			}
+			s.out.Log("cluster %s has its %d machines ready", name, len(v.Machines))
+			// New machines have new names: cleanup must know them even if the cluster is gone.
+			if plan.Settings.Cluster.OnDocker() {
+				if err := records.RecordContainers(ctx, s.opts.StateDir.Environment(s.opts.Env.Name).ContainersRecord(), mc.cluster.Client); err != nil {
+					s.out.Log("could not record the containers of %s for cleanup: %v", plan.Settings.Cluster.Name, err)
+				}
+			}
+			return nil
+		}},
+	})
 }

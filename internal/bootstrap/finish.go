@@ -14,7 +14,7 @@ import (
 
 // finish checks the pivot from the management side, writes the management kubeconfig and deletes
 // the bootstrap cluster, which is only ever deleted after a verified pivot.
-func finish(ctx context.Context, s *session, bc *bootstrapCluster, v values.Settings) error {
+func finish(ctx context.Context, s *session, bc *bootstrapCluster, v values.Settings, keepBootstrap bool) error {
 	name := v.Cluster.Name
 	if bc.kind == nil {
 		s.out.Log("bootstrapped from an existing cluster: no pivot, the cluster keeps managing %s", name)
@@ -50,7 +50,7 @@ func finish(ctx context.Context, s *session, bc *bootstrapCluster, v values.Sett
 	}
 	s.out.Log("management cluster %s is self-managed: %d machines, its Flux reconciles its own units", name, len(view.Machines))
 	s.out.Log("kubeconfig of the management cluster (mode 0600): %s", path)
-	if s.opts.KeepBootstrap {
+	if keepBootstrap {
 		s.out.Log("keeping the bootstrap cluster (--keep-bootstrap): %s", s.result.Bootstrap)
 		return nil
 	}

@@ -78,10 +78,6 @@ type TakeBackOptions struct {
 	Source string
 }
 
-func (o TakeBackOptions) settings() settings {
-	return settings{Common: o.Common, Source: o.Source, Until: "units", TakeBack: true}
-}
-
 // ApplyOptions are the options of Apply (`bootstrap apply ENV`, day 2).
 type ApplyOptions struct {
 	Common
@@ -98,42 +94,4 @@ type ManageOptions struct {
 	// Key decrypts the secrets of the state.
 	Key    *standalone.Key
 	Change standalone.Change
-}
-
-// settings are what a session of any verb runs with: each verb's options set their part.
-type settings struct {
-	Common
-	Kubeconfig, Context string
-	Source, Until       string
-	KeepBootstrap       bool
-	// Standalone creates a standalone cluster; StandaloneKey encrypts (and for Manage decrypts)
-	// the secrets of its state, Versions are recorded in it.
-	Standalone    bool
-	StandaloneKey *standalone.Key
-	Versions      map[string]string
-	TakeOver      bool
-	// TakeBack makes a kind cluster with the providers only (no cluster), next to the
-	// environment's self-managed management cluster, to take its cluster back into.
-	TakeBack bool
-}
-
-func (o CreateOptions) settings() settings {
-	return settings{Common: o.Common, Kubeconfig: o.Kubeconfig, Context: o.Context, Source: o.Source, Until: o.Until, KeepBootstrap: o.KeepBootstrap}
-}
-
-func (o StandaloneOptions) settings() settings {
-	return settings{Common: o.Common, Source: o.Source, Until: o.Until, KeepBootstrap: o.KeepBootstrap,
-		Standalone: true, StandaloneKey: o.Key, Versions: o.Versions}
-}
-
-func (o AdoptOptions) settings() settings {
-	return settings{Common: o.Common, Kubeconfig: o.Kubeconfig, Context: o.Context, Source: o.Source, Until: o.Until, TakeOver: o.TakeOver}
-}
-
-func (o ApplyOptions) settings() settings {
-	return settings{Common: o.Common, Kubeconfig: o.Kubeconfig, Context: o.Context, Source: o.Source}
-}
-
-func (o ManageOptions) settings() settings {
-	return settings{Common: o.Common, StandaloneKey: o.Key}
 }

@@ -16,10 +16,12 @@ import (
 	"cluster-init.dev/cluster-init/internal/render"
 )
 
-// session is what every phase of one command shares and none changes: the options, the output,
-// the renderer of the checkout (one snapshot, every build kept) and the result being recorded.
+// session is what every phase of one command shares and none changes: the options every verb
+// has, the source asked for, the output, the renderer of the checkout (one snapshot, every build
+// kept) and the result being recorded. What only some verbs have is given to their phases.
 type session struct {
-	opts     settings
+	opts     Common
+	source   string // --source: oci, git, or "" for the environment's own
 	out      progress.Printer
 	renderer *render.Renderer
 	start    time.Time
@@ -35,8 +37,8 @@ type session struct {
 
 // newSession starts a command. Without a checkout (RepoRoot empty: a standalone cluster's state
 // is all Manage reads) there is no renderer.
-func newSession(opts settings) (*session, error) {
-	s := &session{opts: opts, out: opts.Out, start: time.Now(), result: &Result{}}
+func newSession(opts Common, source string) (*session, error) {
+	s := &session{opts: opts, source: source, out: opts.Out, start: time.Now(), result: &Result{}}
 	if opts.RepoRoot != "" {
 		r, err := render.New(opts.RepoRoot, opts.KubeVersion, opts.BuildCache)
 		if err != nil {
@@ -89,15 +91,15 @@ type phase struct {
 	run  func(ctx context.Context) error
 }
 
-// run runs the phases in order, recording when each ran; it stops after opts.Until, or at the
-// first error.
-func (s *session) run(ctx context.Context, phases []phase) (*Result, error) {
-	if s.opts.Until != "" && !slices.ContainsFunc(phases, func(p phase) bool { return p.name == s.opts.Until }) {
+// run runs the phases in order, recording when each ran; it stops after the phase named until
+// (--until; "" for none), or at the first error.
+func (s *session) run(ctx context.Context, until string, phases []phase) (*Result, error) {
+	if until != "" && !slices.ContainsFunc(phases, func(p phase) bool { return p.name == until }) {
 		var names []string
 		for _, p := range phases {
 			names = append(names, p.name)
 		}
-		return s.result, fmt.Errorf("--until: no phase %q (phases: %s)", s.opts.Until, strings.Join(names, ", "))
+		return s.result, fmt.Errorf("--until: no phase %q (phases: %s)", until, strings.Join(names, ", "))
 	}
 	if s.opts.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -116,12 +118,8 @@ func (s *session) run(ctx context.Context, phases []phase) (*Result, error) {
 			}
 			return s.result, err
 		}
-		if p.name == s.opts.Until {
-			if s.opts.TakeBack {
-				s.out.Log("the providers run: ready to take the cluster back")
-			} else {
-				s.out.Log("stopping after phase %q (--until); run again without --until to continue", p.name)
-			}
+		if p.name == until {
+			s.out.Log("stopping after phase %q (--until); run again without --until to continue", p.name)
 			break
 		}
 	}

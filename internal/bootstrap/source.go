@@ -43,7 +43,7 @@ func planSource(ctx context.Context, s *session) (*publishedSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("environment %s is invalid, nothing was created:\n%w", s.opts.Env.Name, err)
 	}
-	kind := s.opts.Source
+	kind := s.source
 	if kind == "" {
 		// The environment says where its clusters reconcile from; the checkout pushed next to
 		// kind is for quick local runs.
@@ -57,7 +57,7 @@ func planSource(ctx context.Context, s *session) (*publishedSource, error) {
 		return &publishedSource{}, nil
 	case "git":
 	default:
-		return nil, fmt.Errorf("--source: unknown source %q, expected oci or git", s.opts.Source)
+		return nil, fmt.Errorf("--source: unknown source %q, expected oci or git", s.source)
 	}
 	env := s.opts.Env
 	rel, err := filepath.Rel(s.opts.RepoRoot, env.Dir)

@@ -22,16 +22,16 @@ func standaloneValues() values.Layer {
 }
 
 // newCreating is the hold of a standalone creation on its state.
-func newCreating(s *session) *standalone.Creating {
+func newCreating(s *session, key *standalone.Key) *standalone.Creating {
 	return &standalone.Creating{
-		Root: s.opts.StateDir.Standalone(), Env: s.opts.Env.Name, Key: s.opts.StandaloneKey, Out: s.out,
+		Root: s.opts.StateDir.Standalone(), Env: s.opts.Env.Name, Key: key, Out: s.out,
 		Temporary: standalone.NewTemporary(s.opts.StateDir.KindClusters(), s.out, s.stopBackground),
 	}
 }
 
 // keepStandalone is the last phase of a standalone creation: the cluster kept in the state
 // directory, the bootstrap cluster deleted.
-func keepStandalone(ctx context.Context, s *session, bc *bootstrapCluster, plan *render.Result, c *standalone.Creating) error {
+func keepStandalone(ctx context.Context, s *session, bc *bootstrapCluster, plan *render.Result, c *standalone.Creating, opts StandaloneOptions) error {
 	cni, err := bootstrapCNI(ctx, s, plan.Settings)
 	if err != nil {
 		return fmt.Errorf("keep what manages standalone cluster %s: %w", plan.Settings.Cluster.Name, err)
@@ -42,7 +42,7 @@ func keepStandalone(ctx context.Context, s *session, bc *bootstrapCluster, plan 
 	}
 	src, _ := plan.Merged["source"].(map[string]any)
 	if err := c.Keep(ctx, standalone.Created{
-		Settings: plan.Settings, Merged: merged, Source: src, Versions: s.opts.Versions,
+		Settings: plan.Settings, Merged: merged, Source: src, Versions: opts.Versions,
 		CNI: cni, Graph: plan.Graph, ObjectsOf: func(unit string) []*unstructured.Unstructured {
 			var objs []*unstructured.Unstructured
 			for _, o := range plan.Objects {
@@ -52,11 +52,11 @@ func keepStandalone(ctx context.Context, s *session, bc *bootstrapCluster, plan 
 			}
 			return objs
 		},
-		Management: bc.cluster, KeepBootstrap: s.opts.KeepBootstrap,
+		Management: bc.cluster, KeepBootstrap: opts.KeepBootstrap,
 	}); err != nil {
 		return err
 	}
-	if !s.opts.KeepBootstrap {
+	if !opts.KeepBootstrap {
 		s.result.Management = c.KubeconfigPath()
 	}
 	return nil
@@ -66,8 +66,8 @@ func keepStandalone(ctx context.Context, s *session, bc *bootstrapCluster, plan 
 // in a temporary kind cluster for the time of the change. Run again after an interruption, it
 // finishes the change.
 func Manage(ctx context.Context, mo ManageOptions) (*Result, error) {
-	opts := mo.settings()
-	s, err := newSession(opts)
+	opts := mo.Common
+	s, err := newSession(opts, "")
 	if err != nil {
 		return &Result{}, err
 	}
@@ -81,7 +81,7 @@ func Manage(ctx context.Context, mo ManageOptions) (*Result, error) {
 	for _, p := range f.Phases() {
 		phases = append(phases, phase{p.Name, p.Run})
 	}
-	res, err := s.run(ctx, phases)
+	res, err := s.run(ctx, "", phases)
 	if note := f.Interrupted(); err != nil && note != "" {
 		s.out.Log("%s", note)
 	}

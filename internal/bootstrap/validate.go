@@ -18,12 +18,6 @@ import (
 // validateBootstrap checks the environment in every context before anything is created, and
 // returns its render in the bootstrap context: the plan the other phases follow.
 func validateBootstrap(ctx context.Context, s *session, src *publishedSource) (*render.Result, error) {
-	// Taking a self-managed cluster back makes a kind cluster next to it, with no cluster.
-	if s.opts.Kubeconfig == "" && !s.opts.TakeBack {
-		if err := refuseSelfManaged(ctx, s.opts.StateDir, s.opts.Env.Name); err != nil {
-			return nil, err
-		}
-	}
 	reports, err := validate.Environment(ctx, s.renderer, s.opts.RepoRoot, s.renderOptions("", src.values))
 	if err != nil {
 		return nil, fmt.Errorf("environment %s is invalid, nothing was created:\n%w", s.opts.Env.Name, err)

@@ -794,3 +794,46 @@ func TestTheNodeImageFollowsTheKubernetesVersion(t *testing.T) {
 		}
 	}
 }
+
+// The kind cluster cleanup takes a self-managed cluster back into (providers_only, bootstrap
+// context, its source the checkout pushed next to it): the environment's providers, and no
+// cluster, nothing of a management to come, no pivot; the Receiver node port the environment asks
+// for its management cluster (with a git source) is no reason to refuse it.
+func TestTheProvidersOnlyForATakeBack(t *testing.T) {
+	root := testenv.Checkout(t)
+	dir := copyEnv(t, root, "kubeadm-capd", map[string]func(string) string{
+		"secrets.yaml": func(string) string {
+			return "credentials:\n  notifications:\n    receiver_token: receiver-token-6b1f0c2e\n"
+		},
+		"values.yaml": func(old string) string { return old + "notifications:\n  receiver:\n    node_port: 30292\n" },
+	})
+	env, err := loadEnv(t, root, "kubeadm-capd", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oci := map[string]any{"type": "oci", "url": "oci://cluster-init-registry:5000/cluster-init"}
+	renderWith := func(overrides ...values.Layer) (*render.Result, error) {
+		return render.Render(t.Context(), root, kubeVersion(t, root), render.Options{Env: env, Context: render.ContextBootstrap, Source: oci, Overrides: overrides})
+	}
+	if _, err := renderWith(); err == nil || !strings.Contains(err.Error(), "notifications.receiver.node_port") {
+		t.Fatalf("a node port with an OCI source, not for a take-back: %v, want the node port refused", err)
+	}
+	res, err := renderWith(values.FromMap("(test)", map[string]any{"providers_only": true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enabled := map[string]bool{}
+	for _, u := range res.Graph.Enabled() {
+		enabled[u.Name] = true
+	}
+	for _, u := range []string{"cluster", "cni", "cluster-ready", "management-flux", "management-configs", "management-cluster-init", "pivot"} {
+		if enabled[u] {
+			t.Errorf("unit %s is enabled in the kind cluster of a take-back", u)
+		}
+	}
+	for _, u := range []string{"cluster-init", "cert-manager", "capi", "cabpk", "capd"} {
+		if !enabled[u] {
+			t.Errorf("unit %s is not enabled: the take-back needs the providers", u)
+		}
+	}
+}

@@ -232,10 +232,15 @@ func (c *checker) infrastructures(s Settings) {
 }
 
 // notifications: the receiver exists only for a git source and with its token; a node port for it
-// otherwise would serve nothing, silently.
+// otherwise would serve nothing, silently. The kind cluster of a take-back (providers_only, its
+// source the checkout pushed next to it) serves none, whatever the environment asks for the
+// management cluster.
 func (c *checker) notifications() {
 	port, set := lookup(c.merged, ParseKey("notifications.receiver.node_port"))
 	if !set || fmt.Sprint(port) == "0" {
+		return
+	}
+	if only, _ := lookup(c.merged, ParseKey("providers_only")); only == true {
 		return
 	}
 	if source, _ := c.str("source.type"); source != "git" {
