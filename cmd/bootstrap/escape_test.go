@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
+	appsv1alpha1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
 	"cluster-init.dev/cluster-init/internal/diff"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/termtext/termtexttest"
@@ -42,14 +42,14 @@ func TestStatusEscapesWhatTenantsWrite(t *testing.T) {
 	if err := c.Client.Status().Update(ctx, ks); err != nil {
 		t.Fatal(err)
 	}
-	app := &appsv1.Application{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "app"},
-		Spec: appsv1.ApplicationSpec{SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: tenant}, Path: "apps/app",
-			Placement: appsv1.Placement{Clusters: []string{"c1"}}}}
+	app := &appsv1alpha1.Application{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "app"},
+		Spec: appsv1alpha1.ApplicationSpec{SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: tenant}, Path: "apps/app",
+			Placement: appsv1alpha1.Placement{Clusters: []string{"c1"}}}}
 	if err := c.Client.Create(ctx, app); err != nil {
 		t.Fatal(err)
 	}
 	app.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Failed", Message: hostile, LastTransitionTime: metav1.Now()}}
-	app.Status.Placements = []appsv1.PlacementStatus{{Cluster: "c1", State: appsv1.PlacementState("Failed"), Message: hostile}}
+	app.Status.Placements = []appsv1alpha1.PlacementStatus{{Cluster: "c1", State: appsv1alpha1.PlacementState("Failed"), Message: hostile}}
 	if err := c.Client.Status().Update(ctx, app); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
+	appsv1alpha1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/progress"
 	"cluster-init.dev/cluster-init/internal/revisions"
@@ -137,7 +137,7 @@ func (g *globals) openClusters(env, kubeconfig, kubeContext string) (*workspace,
 
 // writeApplications prints each application with its summed state and every cluster it is on;
 // each line escaped whole: most of it is the tenants' text.
-func writeApplications(w io.Writer, apps []appsv1.Application, revs map[string]map[string]revisions.Revision) {
+func writeApplications(w io.Writer, apps []appsv1alpha1.Application, revs map[string]map[string]revisions.Revision) {
 	if len(apps) == 0 {
 		return
 	}

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
-	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
+	appsv1alpha1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
 )
 
 // Cluster is a connection to one cluster.
@@ -41,7 +41,7 @@ type Cluster struct {
 func Scheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, appsv1.AddToScheme,
+		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, appsv1alpha1.AddToScheme,
 		sourcev1.AddToScheme, kustomizev1.AddToScheme, helmv2.AddToScheme, clusterv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {

@@ -27,7 +27,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
+	appsv1alpha1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/placement"
 	"cluster-init.dev/cluster-init/internal/testenv"
@@ -112,7 +112,7 @@ func newPlacementBench(b *testing.B, clusters, apps int) *placementBench {
 		b.Fatal("the manager's cache did not start")
 	}
 	// The informers SetupWithManager starts, before anything is timed.
-	for _, l := range []client.ObjectList{&appsv1.ApplicationList{}, &clusterv1.ClusterList{}, &kustomizev1.KustomizationList{}, &helmv2.HelmReleaseList{}} {
+	for _, l := range []client.ObjectList{&appsv1alpha1.ApplicationList{}, &clusterv1.ClusterList{}, &kustomizev1.KustomizationList{}, &helmv2.HelmReleaseList{}} {
 		if err := mgr.GetClient().List(ctx, l); err != nil {
 			b.Fatal(err)
 		}
@@ -129,16 +129,16 @@ func newPlacementBench(b *testing.B, clusters, apps int) *placementBench {
 		b.Fatal(err)
 	}
 	for i := range apps {
-		app := &appsv1.Application{ObjectMeta: metav1.ObjectMeta{Namespace: "cluster-init", Name: fmt.Sprintf("app-%03d", i)},
-			Spec: appsv1.ApplicationSpec{SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "cluster-init"},
-				Path: fmt.Sprintf("./apps/app-%03d", i), Placement: appsv1.Placement{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "dev"}}}}}
+		app := &appsv1alpha1.Application{ObjectMeta: metav1.ObjectMeta{Namespace: "cluster-init", Name: fmt.Sprintf("app-%03d", i)},
+			Spec: appsv1alpha1.ApplicationSpec{SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "cluster-init"},
+				Path: fmt.Sprintf("./apps/app-%03d", i), Placement: appsv1alpha1.Placement{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "dev"}}}}}
 		if err := p.c.Create(ctx, app); err != nil {
 			b.Fatal(err)
 		}
 		p.apps = append(p.apps, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(app)})
 	}
 	p.await(b, "the Clusters and Applications", func() (bool, error) {
-		cl, al := &clusterv1.ClusterList{}, &appsv1.ApplicationList{}
+		cl, al := &clusterv1.ClusterList{}, &appsv1alpha1.ApplicationList{}
 		if err := p.c.List(ctx, cl); err != nil {
 			return false, err
 		}
@@ -215,11 +215,11 @@ func (p *placementBench) unplace(b *testing.B) {
 		return len(l.Items) == 0, err
 	})
 	for _, req := range p.apps {
-		app := &appsv1.Application{}
+		app := &appsv1alpha1.Application{}
 		if err := p.api.Get(p.ctx, req.NamespacedName, app); err != nil {
 			b.Fatal(err)
 		}
-		app.Status = appsv1.ApplicationStatus{}
+		app.Status = appsv1alpha1.ApplicationStatus{}
 		if err := p.c.Status().Update(p.ctx, app); err != nil {
 			b.Fatal(err)
 		}
@@ -274,7 +274,7 @@ func (p *placementBench) flux(b *testing.B) {
 // reconciler writes a status from what it read there, and a stale one is a conflict.
 func (p *placementBench) awaitApplications(b *testing.B) {
 	p.await(b, "the Applications", func() (bool, error) {
-		cached, live := &appsv1.ApplicationList{}, &appsv1.ApplicationList{}
+		cached, live := &appsv1alpha1.ApplicationList{}, &appsv1alpha1.ApplicationList{}
 		if err := p.c.List(p.ctx, cached); err != nil {
 			return false, err
 		}

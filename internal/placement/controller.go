@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
+	appsv1alpha1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
 	"cluster-init.dev/cluster-init/internal/revisions"
 )
 
@@ -28,7 +28,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("application").
-		For(&appsv1.Application{}).
+		For(&appsv1alpha1.Application{}).
 		Watches(&kustomizev1.Kustomization{}, handler.EnqueueRequestsFromMapFunc(applicationOf)).
 		Watches(&helmv2.HelmRelease{}, handler.EnqueueRequestsFromMapFunc(applicationOf)).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.everyApplication)).
@@ -68,7 +68,7 @@ func applicationOf(_ context.Context, obj client.Object) []reconcile.Request {
 }
 
 func (r *Reconciler) everyApplication(ctx context.Context, _ client.Object) []reconcile.Request {
-	list := &appsv1.ApplicationList{}
+	list := &appsv1alpha1.ApplicationList{}
 	if err := r.Client.List(ctx, list); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "list the applications")
 		return nil
@@ -82,8 +82,8 @@ func (r *Reconciler) everyApplication(ctx context.Context, _ client.Object) []re
 
 // List reads every application of the management cluster with its placements, sorted by
 // namespace and name; none when the cluster does not place applications (no CRD).
-func List(ctx context.Context, c client.Reader) ([]appsv1.Application, error) {
-	list := &appsv1.ApplicationList{}
+func List(ctx context.Context, c client.Reader) ([]appsv1alpha1.Application, error) {
+	list := &appsv1alpha1.ApplicationList{}
 	if err := c.List(ctx, list); err != nil {
 		if apimeta.IsNoMatchError(err) {
 			return nil, nil
@@ -99,7 +99,7 @@ func List(ctx context.Context, c client.Reader) ([]appsv1.Application, error) {
 
 // Revisions are the commits an application of manifests runs, by cluster (as its status names
 // them): what the Kustomization that applies it there last applied, and what its source fetched.
-func Revisions(ctx context.Context, c client.Reader, rd *revisions.Reader, app *appsv1.Application) (map[string]revisions.Revision, error) {
+func Revisions(ctx context.Context, c client.Reader, rd *revisions.Reader, app *appsv1alpha1.Application) (map[string]revisions.Revision, error) {
 	list := &kustomizev1.KustomizationList{}
 	if err := c.List(ctx, list, client.MatchingLabels{ApplicationLabel: applicationID(app)}); err != nil {
 		return nil, fmt.Errorf("list the Kustomizations of application %s/%s: %w", app.Namespace, app.Name, err)

@@ -41,7 +41,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
+	appsv1alpha1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
 	"cluster-init.dev/cluster-init/internal/fluxobjects"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/readiness"
@@ -125,14 +125,14 @@ func clusterName(k client.ObjectKey) string {
 
 // Reconcile brings one Application's Flux objects and status in line with its placement.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	app := &appsv1.Application{}
+	app := &appsv1alpha1.Application{}
 	if err := r.Client.Get(ctx, req.NamespacedName, app); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	appID := applicationID(app)
 	if errs := validation.IsValidLabelValue(appID); len(errs) > 0 {
 		// Its Flux objects could not be labelled, listed or found again: nothing is placed.
-		return r.writeStatus(ctx, app, appsv1.ApplicationStatus{Conditions: []metav1.Condition{condition(app, metav1.ConditionFalse, "InvalidName",
+		return r.writeStatus(ctx, app, appsv1alpha1.ApplicationStatus{Conditions: []metav1.Condition{condition(app, metav1.ConditionFalse, "InvalidName",
 			fmt.Sprintf("namespace and name %q make no label value: %s", appID, strings.Join(errs, "; ")))}})
 	}
 	existing, err := r.placedObjects(ctx, appID)
@@ -150,16 +150,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	targets, err := r.resolve(ctx, app.Namespace, app.Spec.Placement)
 	if err != nil {
-		return r.writeStatus(ctx, app, appsv1.ApplicationStatus{Conditions: []metav1.Condition{condition(app, metav1.ConditionFalse, "InvalidPlacement", err.Error())}})
+		return r.writeStatus(ctx, app, appsv1alpha1.ApplicationStatus{Conditions: []metav1.Condition{condition(app, metav1.ConditionFalse, "InvalidPlacement", err.Error())}})
 	}
 
-	var st appsv1.ApplicationStatus
+	var st appsv1alpha1.ApplicationStatus
 	wanted := map[client.ObjectKey]string{} // the Flux objects that run the application, and their kinds
 	renamed := map[placedKind]bool{}        // the clusters and kinds of the wanted objects: another object of both is of an older name
 	allReady, anyPlaced := true, false
 	for _, t := range targets {
 		if t.missing != "" {
-			st.Placements = append(st.Placements, appsv1.PlacementStatus{Cluster: clusterName(t.key), State: appsv1.StateMissing, Message: t.missing})
+			st.Placements = append(st.Placements, appsv1alpha1.PlacementStatus{Cluster: clusterName(t.key), State: appsv1alpha1.StateMissing, Message: t.missing})
 			continue
 		}
 		anyPlaced = true
@@ -169,7 +169,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		if refused != "" {
 			allReady = false
-			st.Placements = append(st.Placements, appsv1.PlacementStatus{Cluster: clusterName(t.key), State: appsv1.StateFailed, Message: refused})
+			st.Placements = append(st.Placements, appsv1alpha1.PlacementStatus{Cluster: clusterName(t.key), State: appsv1alpha1.StateFailed, Message: refused})
 			// What runs the application there now stays, and is not shown as leaving.
 			for _, o := range existing {
 				if placedOn(o) == t.key {
@@ -182,7 +182,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		renamed[placedKind{t.key, obj.GetObjectKind().GroupVersionKind().Kind}] = true
 		ps := placementOf(obj)
 		ps.Cluster = clusterName(t.key)
-		allReady = allReady && ps.State == appsv1.StateReady
+		allReady = allReady && ps.State == appsv1alpha1.StateReady
 		st.Placements = append(st.Placements, ps)
 	}
 	// Make-before-break: what left the placement goes once the new placement runs everywhere;
@@ -207,10 +207,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			if err := r.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
 				return reconcile.Result{}, fmt.Errorf("remove application %s from %s: %w", appID, cluster, err)
 			}
-			st.Placements = append(st.Placements, appsv1.PlacementStatus{Cluster: cluster, State: appsv1.StateRemoving, Message: "left the placement: being removed"})
+			st.Placements = append(st.Placements, appsv1alpha1.PlacementStatus{Cluster: cluster, State: appsv1alpha1.StateRemoving, Message: "left the placement: being removed"})
 			continue
 		}
-		st.Placements = append(st.Placements, appsv1.PlacementStatus{Cluster: cluster, State: appsv1.StateRemoving, Message: "left the placement: kept until the new placement is ready"})
+		st.Placements = append(st.Placements, appsv1alpha1.PlacementStatus{Cluster: cluster, State: appsv1alpha1.StateRemoving, Message: "left the placement: kept until the new placement is ready"})
 	}
 	sort.SliceStable(st.Placements, func(i, j int) bool { return st.Placements[i].Cluster < st.Placements[j].Cluster })
 	st.Conditions = []metav1.Condition{summed(app, st.Placements)}
@@ -222,7 +222,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // applicationID is the value of ApplicationLabel for an application.
-func applicationID(app *appsv1.Application) string { return app.Namespace + "." + app.Name }
+func applicationID(app *appsv1alpha1.Application) string { return app.Namespace + "." + app.Name }
 
 // placedKind is a cluster and the kind of Flux object that runs an application there.
 type placedKind struct {
@@ -254,7 +254,7 @@ func placedOn(o client.Object) client.ObjectKey {
 // resolve turns a placement into clusters: each named one (found or not) and each the selector
 // matches in the namespaces it may look at, in a stable order; the rules' refusals are missing
 // clusters with their reason.
-func (r *Reconciler) resolve(ctx context.Context, appNamespace string, p appsv1.Placement) ([]target, error) {
+func (r *Reconciler) resolve(ctx context.Context, appNamespace string, p appsv1alpha1.Placement) ([]target, error) {
 	all := &clusterv1.ClusterList{}
 	if err := r.Client.List(ctx, all); err != nil {
 		return nil, fmt.Errorf("list the Clusters: %w", err)
@@ -325,7 +325,7 @@ func ObjectName(app, cluster client.ObjectKey) string {
 // apply server-side applies the Flux object that runs the application on a cluster and returns
 // it as it is: a Kustomization of its manifests, or a HelmRelease of its chart. An object of that
 // name that this application did not place is not touched: refused says why.
-func (r *Reconciler) apply(ctx context.Context, app *appsv1.Application, cluster client.ObjectKey) (obj client.Object, refused string, err error) {
+func (r *Reconciler) apply(ctx context.Context, app *appsv1alpha1.Application, cluster client.ObjectKey) (obj client.Object, refused string, err error) {
 	spec := app.Spec
 	source := spec.SourceRef
 	if source.Namespace == "" {
@@ -478,7 +478,7 @@ func clusterValues(values *apiextensionsv1.JSON, cluster client.ObjectKey) (*api
 // placementOf is the state of the Flux object that runs the application on a cluster: ready for
 // its generation, failed (stalled, or its last attempt at this generation failed: Flux retries it,
 // but someone must look), or on its way.
-func placementOf(obj client.Object) appsv1.PlacementStatus {
+func placementOf(obj client.Object) appsv1alpha1.PlacementStatus {
 	var st readiness.Status
 	switch o := obj.(type) {
 	case *kustomizev1.Kustomization:
@@ -488,25 +488,25 @@ func placementOf(obj client.Object) appsv1.PlacementStatus {
 	}
 	switch {
 	case st.State == readiness.Ready:
-		return appsv1.PlacementStatus{State: appsv1.StateReady}
+		return appsv1alpha1.PlacementStatus{State: appsv1alpha1.StateReady}
 	case st.State == readiness.Failed || st.Failing:
-		return appsv1.PlacementStatus{State: appsv1.StateFailed, Message: st.Reason + ": " + st.Message}
+		return appsv1alpha1.PlacementStatus{State: appsv1alpha1.StateFailed, Message: st.Reason + ": " + st.Message}
 	case st.Message != "":
-		return appsv1.PlacementStatus{State: appsv1.StateProgressing, Message: st.Message}
+		return appsv1alpha1.PlacementStatus{State: appsv1alpha1.StateProgressing, Message: st.Message}
 	default:
-		return appsv1.PlacementStatus{State: appsv1.StateProgressing, Message: "not reconciled yet"}
+		return appsv1alpha1.PlacementStatus{State: appsv1alpha1.StateProgressing, Message: "not reconciled yet"}
 	}
 }
 
 // summed is the Ready condition of an application: true when every cluster of its placement runs
 // it; the clusters leaving it do not count.
-func summed(app *appsv1.Application, placements []appsv1.PlacementStatus) metav1.Condition {
+func summed(app *appsv1alpha1.Application, placements []appsv1alpha1.PlacementStatus) metav1.Condition {
 	var notReady []string
 	ready := 0
 	for _, p := range placements {
 		switch p.State {
-		case appsv1.StateRemoving:
-		case appsv1.StateReady:
+		case appsv1alpha1.StateRemoving:
+		case appsv1alpha1.StateReady:
 			ready++
 		default:
 			notReady = append(notReady, fmt.Sprintf("%s %s (%s)", p.Cluster, strings.ToLower(string(p.State)), p.Message))
@@ -561,7 +561,7 @@ func clusters(n int) string {
 	return fmt.Sprintf("%d clusters", n)
 }
 
-func condition(app *appsv1.Application, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+func condition(app *appsv1alpha1.Application, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
 	return metav1.Condition{Type: meta.ReadyCondition, Status: status, Reason: reason, Message: msg, ObservedGeneration: app.Generation}
 }
 
@@ -613,7 +613,7 @@ func placedHere(o client.Object) bool {
 
 // finalize deletes every Kustomization of a deleted application (Flux prunes what they applied),
 // then lets the application go.
-func (r *Reconciler) finalize(ctx context.Context, app *appsv1.Application, existing []client.Object) (reconcile.Result, error) {
+func (r *Reconciler) finalize(ctx context.Context, app *appsv1alpha1.Application, existing []client.Object) (reconcile.Result, error) {
 	for _, o := range existing {
 		if err := r.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, fmt.Errorf("delete %s %s/%s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetNamespace(), o.GetName(), err)
@@ -629,7 +629,7 @@ func (r *Reconciler) finalize(ctx context.Context, app *appsv1.Application, exis
 	return reconcile.Result{}, nil
 }
 
-func (r *Reconciler) writeStatus(ctx context.Context, app *appsv1.Application, st appsv1.ApplicationStatus) (reconcile.Result, error) {
+func (r *Reconciler) writeStatus(ctx context.Context, app *appsv1alpha1.Application, st appsv1alpha1.ApplicationStatus) (reconcile.Result, error) {
 	st.ObservedGeneration = app.Generation
 	// The conditions' transition times: kept while their status stays.
 	conditions := app.Status.Conditions

@@ -27,7 +27,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
+	appsv1alpha1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
 	"cluster-init.dev/cluster-init/internal/apply"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/managementstate"
@@ -46,7 +46,7 @@ type world struct {
 	r   *placement.Reconciler
 }
 
-func (w *world) reconcile() appsv1.ApplicationStatus {
+func (w *world) reconcile() appsv1alpha1.ApplicationStatus {
 	w.t.Helper()
 	if _, err := w.r.Reconcile(w.ctx, reconcile.Request{NamespacedName: hello}); err != nil {
 		w.t.Fatal(err)
@@ -54,9 +54,9 @@ func (w *world) reconcile() appsv1.ApplicationStatus {
 	return w.status()
 }
 
-func (w *world) status() appsv1.ApplicationStatus {
+func (w *world) status() appsv1alpha1.ApplicationStatus {
 	w.t.Helper()
-	app := &appsv1.Application{}
+	app := &appsv1alpha1.Application{}
 	if err := w.c.Get(w.ctx, hello, app); err != nil {
 		w.t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func (w *world) create(p map[string]any) {
 func (w *world) app() *unstructured.Unstructured {
 	w.t.Helper()
 	app := &unstructured.Unstructured{}
-	app.SetGroupVersionKind(appsv1.GroupVersion.WithKind(appsv1.ApplicationKind))
+	app.SetGroupVersionKind(appsv1alpha1.GroupVersion.WithKind(appsv1alpha1.ApplicationKind))
 	if err := w.c.Get(w.ctx, hello, app); err != nil {
 		w.t.Fatal(err)
 	}
@@ -158,11 +158,11 @@ func (w *world) exists(ns, cluster string) bool {
 	return err == nil
 }
 
-func ready(st appsv1.ApplicationStatus) *metav1.Condition {
+func ready(st appsv1alpha1.ApplicationStatus) *metav1.Condition {
 	return apimeta.FindStatusCondition(st.Conditions, meta.ReadyCondition)
 }
 
-func states(st appsv1.ApplicationStatus) string {
+func states(st appsv1alpha1.ApplicationStatus) string {
 	var out []string
 	for _, p := range st.Placements {
 		out = append(out, p.Cluster+"="+string(p.State))
@@ -206,7 +206,7 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	app := w.app()
-	typed := &appsv1.Application{}
+	typed := &appsv1alpha1.Application{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(app.Object, typed); err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +357,7 @@ func TestPlacementMovesMakeBeforeBreakAndSumsTheStatus(t *testing.T) {
 	if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: "workload-clusters", Name: on("workload-clusters", "wl1")}, &helmv2.HelmRelease{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the HelmRelease is left after the application was deleted: %v", err)
 	}
-	if err := w.c.Get(w.ctx, hello, &appsv1.Application{}); !apierrors.IsNotFound(err) {
+	if err := w.c.Get(w.ctx, hello, &appsv1alpha1.Application{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the application is still there: %v", err)
 	}
 }
@@ -736,7 +736,7 @@ func TestTheControllerPlacesThroughTheManagersCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually("deleted with its Kustomization", func() bool {
-		err := w.c.Get(w.ctx, hello, &appsv1.Application{})
+		err := w.c.Get(w.ctx, hello, &appsv1alpha1.Application{})
 		return apierrors.IsNotFound(err) && !w.exists("workload-clusters", "wl1")
 	})
 }
@@ -748,25 +748,25 @@ func TestTheAPIServerRefusesApplicationsThatCannotBePlaced(t *testing.T) {
 	if err := kc.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cluster-init"}}); err != nil {
 		t.Fatal(err)
 	}
-	placed := appsv1.Placement{Clusters: []string{"wl1"}}
+	placed := appsv1alpha1.Placement{Clusters: []string{"wl1"}}
 	src := kustomizev1.CrossNamespaceSourceReference{Kind: "GitRepository", Name: "cluster-init"}
 	for _, c := range []struct {
 		name, want string
-		spec       appsv1.ApplicationSpec
+		spec       appsv1alpha1.ApplicationSpec
 	}{
-		{strings.Repeat("a", 41), "at most 40 characters", appsv1.ApplicationSpec{SourceRef: src, Path: "./apps", Placement: placed}},
-		{"climbs", "no '..'", appsv1.ApplicationSpec{SourceRef: src, Path: "./apps/../../etc", Placement: placed}},
-		{"chart-climbs", "no '..'", appsv1.ApplicationSpec{SourceRef: src, Chart: &appsv1.Chart{Path: "../charts/x"}, Placement: placed}},
-		{"both", "one of them", appsv1.ApplicationSpec{SourceRef: src, Path: "./apps", Chart: &appsv1.Chart{Path: "./chart"}, Placement: placed}},
-		{"nowhere", "names clusters, has a selector, or both", appsv1.ApplicationSpec{SourceRef: src, Path: "./apps"}},
+		{strings.Repeat("a", 41), "at most 40 characters", appsv1alpha1.ApplicationSpec{SourceRef: src, Path: "./apps", Placement: placed}},
+		{"climbs", "no '..'", appsv1alpha1.ApplicationSpec{SourceRef: src, Path: "./apps/../../etc", Placement: placed}},
+		{"chart-climbs", "no '..'", appsv1alpha1.ApplicationSpec{SourceRef: src, Chart: &appsv1alpha1.Chart{Path: "../charts/x"}, Placement: placed}},
+		{"both", "one of them", appsv1alpha1.ApplicationSpec{SourceRef: src, Path: "./apps", Chart: &appsv1alpha1.Chart{Path: "./chart"}, Placement: placed}},
+		{"nowhere", "names clusters, has a selector, or both", appsv1alpha1.ApplicationSpec{SourceRef: src, Path: "./apps"}},
 	} {
-		app := &appsv1.Application{ObjectMeta: metav1.ObjectMeta{Namespace: "cluster-init", Name: c.name}, Spec: c.spec}
+		app := &appsv1alpha1.Application{ObjectMeta: metav1.ObjectMeta{Namespace: "cluster-init", Name: c.name}, Spec: c.spec}
 		err := kc.Client.Create(t.Context(), app)
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("application %s: got %v, want refused with %q", c.name, err, c.want)
 		}
 	}
-	ok := &appsv1.Application{ObjectMeta: metav1.ObjectMeta{Namespace: "cluster-init", Name: strings.Repeat("a", 40)}, Spec: appsv1.ApplicationSpec{SourceRef: src, Path: "./apps/..x", Placement: placed}}
+	ok := &appsv1alpha1.Application{ObjectMeta: metav1.ObjectMeta{Namespace: "cluster-init", Name: strings.Repeat("a", 40)}, Spec: appsv1alpha1.ApplicationSpec{SourceRef: src, Path: "./apps/..x", Placement: placed}}
 	if err := kc.Client.Create(t.Context(), ok); err != nil {
 		t.Errorf("a valid application was refused: %v", err)
 	}

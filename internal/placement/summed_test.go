@@ -5,18 +5,18 @@ import (
 	"strings"
 	"testing"
 
-	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
+	appsv1alpha1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
 )
 
 // An application not ready on thousands of clusters, or failing with Flux's long errors, keeps a
 // Ready condition the API server accepts: the first clusters named, the others counted; a few
 // clusters are all named, as before.
 func TestTheMessageOfAnApplicationNotReadyOnManyClustersFits(t *testing.T) {
-	app := &appsv1.Application{}
-	placements := func(n int, msg string) []appsv1.PlacementStatus {
-		out := []appsv1.PlacementStatus{{Cluster: "workload-clusters/ready", State: appsv1.StateReady}}
+	app := &appsv1alpha1.Application{}
+	placements := func(n int, msg string) []appsv1alpha1.PlacementStatus {
+		out := []appsv1alpha1.PlacementStatus{{Cluster: "workload-clusters/ready", State: appsv1alpha1.StateReady}}
 		for i := range n {
-			out = append(out, appsv1.PlacementStatus{Cluster: fmt.Sprintf("workload-clusters/wl-%05d", i), State: appsv1.StateProgressing, Message: msg})
+			out = append(out, appsv1alpha1.PlacementStatus{Cluster: fmt.Sprintf("workload-clusters/wl-%05d", i), State: appsv1alpha1.StateProgressing, Message: msg})
 		}
 		return out
 	}

@@ -10,7 +10,7 @@ import (
 	"os"
 	"sync"
 
-	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
+	appsv1alpha1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
 	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/placement"
@@ -23,7 +23,7 @@ import (
 type Look struct {
 	Units     progress.Observed
 	Tenants   []progress.Tenant
-	Apps      []appsv1.Application
+	Apps      []appsv1alpha1.Application
 	Revisions map[string]map[string]revisions.Revision // by namespace/name of the application, then cluster
 	// UnitsRead is false when the units could not be read: there is no tree to show.
 	UnitsRead bool

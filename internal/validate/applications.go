@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	appsv1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
+	appsv1alpha1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
 	"cluster-init.dev/cluster-init/internal/boundedfile"
 	"cluster-init.dev/cluster-init/internal/kustomize"
 	"cluster-init.dev/cluster-init/internal/names"
@@ -93,7 +93,7 @@ func applications(ctx context.Context, repoRoot string, management *render.Resul
 			problems.add("applications", fmt.Sprintf("%s: %s %s: %s: kustomize-controller would apply none of the directory, and no application would change; expected Applications only", path, o.GetKind(), o.GetName(), why))
 			continue
 		}
-		if o.GroupVersionKind() != appsv1.GroupVersion.WithKind(appsv1.ApplicationKind) {
+		if o.GroupVersionKind() != appsv1alpha1.GroupVersion.WithKind(appsv1alpha1.ApplicationKind) {
 			continue
 		}
 		target := "application " + o.GetName()
@@ -104,7 +104,7 @@ func applications(ctx context.Context, repoRoot string, management *render.Resul
 			}
 			continue
 		}
-		var app appsv1.Application
+		var app appsv1alpha1.Application
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &app); err != nil {
 			problems.add(target, fmt.Sprintf("spec: %v", err))
 			continue
