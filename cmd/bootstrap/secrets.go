@@ -3,14 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"cluster-init.dev/cluster-init/internal/atomicfile"
-	"cluster-init.dev/cluster-init/internal/boundedfile"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/secrets"
 )
@@ -24,8 +21,13 @@ with the age key, which bootstrap puts into them once (Secret ` + names.AgeKeySe
 never committed or printed. These commands do what the sops and age-keygen tools do, so that
 neither needs to be installed.`,
 	}
+	cmd.AddCommand(newSecretsKeygenCommand(), newSecretsEncryptCommand(g))
+	return cmd
+}
+
+func newSecretsKeygenCommand() *cobra.Command {
 	var out string
-	keygen := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "keygen --out FILE",
 		Short: "Write a new age key (mode 0600) and print its public key",
 		Args:  cobra.NoArgs,
@@ -33,29 +35,21 @@ neither needs to be installed.`,
 			if out == "" {
 				return errors.New("--out: the file to write the key to is required")
 			}
-			data, pub, err := secrets.GenerateKey()
-			if err != nil {
-				return err
-			}
-			f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			pub, err := secrets.WriteNewKey(out)
 			if err != nil {
 				return fmt.Errorf("--out: %w", err)
-			}
-			if _, err := f.Write(data); err != nil {
-				f.Close()
-				return err
-			}
-			if err := f.Close(); err != nil {
-				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "public key: %s\n", pub)
 			return nil
 		},
 	}
-	keygen.Flags().StringVar(&out, "out", "", "the key file to create (refused if it exists)")
+	cmd.Flags().StringVar(&out, "out", "", "the key file to create (refused if it exists)")
+	return cmd
+}
 
+func newSecretsEncryptCommand(g *globals) *cobra.Command {
 	var recipients []string
-	encrypt := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "encrypt ENV --age-recipient PUBLIC_KEY...",
 		Short: "Encrypt the environment's secrets.yaml in place for these age recipients",
 		Args:  cobra.ExactArgs(1),
@@ -75,27 +69,13 @@ neither needs to be installed.`,
 				recipients = key.Recipients()
 			}
 			path := filepath.Join(w.Env.Dir, names.SecretsKey)
-			rel := w.Rel(path)
-			data, err := boundedfile.ReadFile(path, rel, boundedfile.Values)
-			if err != nil {
+			if err := secrets.EncryptFile(path, w.Rel(path), recipients); err != nil {
 				return err
 			}
-			if secrets.IsEncrypted(data) {
-				return fmt.Errorf("%s is encrypted already (for %s)", rel, strings.Join(secrets.Recipients(data), ", "))
-			}
-			enc, err := secrets.Encrypt(rel, data, recipients)
-			if err != nil {
-				return err
-			}
-			// Replaced whole: a failure never leaves a half-encrypted file.
-			if err := atomicfile.Write(path, enc, 0o600); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: encrypted for %s\n", rel, strings.Join(recipients, ", "))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: encrypted for %s\n", w.Rel(path), strings.Join(recipients, ", "))
 			return nil
 		},
 	}
-	encrypt.Flags().StringArrayVar(&recipients, "age-recipient", nil, "age public key to encrypt for (repeatable; default: the recipient of --age-key-file)")
-	cmd.AddCommand(keygen, encrypt)
+	cmd.Flags().StringArrayVar(&recipients, "age-recipient", nil, "age public key to encrypt for (repeatable; default: the recipient of --age-key-file)")
 	return cmd
 }

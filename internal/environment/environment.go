@@ -240,49 +240,80 @@ func List(repoRoot string) ([]string, error) {
 // Load builds the environment in dir. display turns a path into what messages show (usually
 // relative to the repository). key decrypts a secrets file encrypted with SOPS, as Flux's
 // kustomize-controller does before it builds the environment; it may be nil when the secrets
-// file is not encrypted.
+// file is not encrypted. Its stages: the files read within their bounds into a copy, kustomize's
+// build of the copy, its two objects, and the values and secrets layers.
 func Load(name, dir string, display func(string) string, key *secrets.Key) (*Environment, error) {
 	kfile := filepath.Join(dir, konfig.DefaultKustomizationFileName())
 	if abs, err := filepath.Abs(kfile); err == nil {
 		kfile = abs
 	}
-	root := fileRoot(filepath.Dir(kfile))
-	read := func(path string, k boundedfile.Kind) ([]byte, error) {
-		rel, err := filepath.Rel(root, path)
-		if err != nil || !filepath.IsLocal(rel) {
-			return nil, fmt.Errorf("%s: outside %s: expected a file of the checkout", display(path), root)
-		}
-		data, err := boundedfile.ReadIn(root, rel, k, boundedfile.LinksInside)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%s: %w", display(path), trimPathPrefix(err, rel))
-		}
-		return data, err
-	}
-	kdata, err := read(kfile, boundedfile.Manifest)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s: missing: an environment is a kustomization with a configMapGenerator %s (file %s) and a secretGenerator %s (file %s)",
-			display(kfile), names.ValuesConfigMap, names.ValuesKey, names.SecretsSecret, names.SecretsKey)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := boundedfile.Manifest.Check(display(kfile), kdata); err != nil {
-		return nil, err
-	}
-	// kustomize builds a copy of what was read here: the files it reads are the ones checked, each
-	// read once, within its bounds. The generators' files are checked before kustomize reads them:
-	// a file too large for a ConfigMap, or one kustomize would turn into binaryData, is named as
-	// itself.
 	copied, err := os.MkdirTemp("", "cluster-init-environment-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(copied)
-	copyOf := func(path string) string {
-		rel, _ := filepath.Rel(root, path)
-		return filepath.Join(copied, rel)
+	in := checkedCopy{root: fileRoot(filepath.Dir(kfile)), copied: copied, display: display}
+	sources, err := in.copyKustomization(kfile)
+	if err != nil {
+		return nil, err
 	}
-	if err := writeCopy(copyOf(kfile), kdata); err != nil {
+	objs, err := in.build(kfile)
+	if err != nil {
+		return nil, err
+	}
+	env := &Environment{Name: name, Dir: dir}
+	if err := env.pick(objs, display(kfile)); err != nil {
+		return nil, err
+	}
+	valuesFile := display(sourceFile(dir, sources, names.ValuesConfigMap, names.ValuesKey))
+	secretsFile := display(sourceFile(dir, sources, names.SecretsSecret, names.SecretsKey))
+	if err := env.parseLayers(display(kfile), valuesFile, secretsFile, key); err != nil {
+		return nil, err
+	}
+	return env, nil
+}
+
+// checkedCopy is the copy of an environment's files that kustomize builds: the files it reads are
+// the ones checked here, each read once, within its bounds.
+type checkedCopy struct {
+	root, copied string
+	display      func(string) string
+}
+
+// read reads a file of the checkout within the bounds of its kind.
+func (c checkedCopy) read(path string, k boundedfile.Kind) ([]byte, error) {
+	rel, err := filepath.Rel(c.root, path)
+	if err != nil || !filepath.IsLocal(rel) {
+		return nil, fmt.Errorf("%s: outside %s: expected a file of the checkout", c.display(path), c.root)
+	}
+	data, err := boundedfile.ReadIn(c.root, rel, k, boundedfile.LinksInside)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: %w", c.display(path), trimPathPrefix(err, rel))
+	}
+	return data, err
+}
+
+func (c checkedCopy) copyOf(path string) string {
+	rel, _ := filepath.Rel(c.root, path)
+	return filepath.Join(c.copied, rel)
+}
+
+// copyKustomization copies the kustomization file and its generators' files, and returns the
+// generators' files. They are checked before kustomize reads them: a file too large for a
+// ConfigMap, or one kustomize would turn into binaryData, is named as itself.
+func (c checkedCopy) copyKustomization(kfile string) (map[string]string, error) {
+	kdata, err := c.read(kfile, boundedfile.Manifest)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: missing: an environment is a kustomization with a configMapGenerator %s (file %s) and a secretGenerator %s (file %s)",
+			c.display(kfile), names.ValuesConfigMap, names.ValuesKey, names.SecretsSecret, names.SecretsKey)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := boundedfile.Manifest.Check(c.display(kfile), kdata); err != nil {
+		return nil, err
+	}
+	if err := writeCopy(c.copyOf(kfile), kdata); err != nil {
 		return nil, err
 	}
 	sources := generatorFiles(kdata)
@@ -291,7 +322,7 @@ func Load(name, dir string, display func(string) string, key *secrets.Key) (*Env
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(filepath.Dir(kfile), rel)
 		}
-		data, err := read(path, boundedfile.Values)
+		data, err := c.read(path, boundedfile.Values)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // kustomize names it
 		}
@@ -299,35 +330,44 @@ func Load(name, dir string, display func(string) string, key *secrets.Key) (*Env
 			return nil, err
 		}
 		if !utf8.Valid(data) {
-			if _, err := values.ParseLayer(display(path), data, false); err != nil {
+			if _, err := values.ParseLayer(c.display(path), data, false); err != nil {
 				return nil, err
 			}
 		}
 		// Before SOPS parses an encrypted file, which expands its aliases.
-		if err := boundedfile.Values.Check(display(path), data); err != nil {
+		if err := boundedfile.Values.Check(c.display(path), data); err != nil {
 			return nil, err
 		}
-		if err := writeCopy(copyOf(path), data); err != nil {
+		if err := writeCopy(c.copyOf(path), data); err != nil {
 			return nil, err
 		}
 	}
-	// Files of a generator may live outside the environment (shared values), as Flux allows.
+	return sources, nil
+}
+
+// build runs kustomize on the copy of the kustomization kfile. Files of a generator may live
+// outside the environment (shared values), as Flux allows.
+func (c checkedCopy) build(kfile string) ([]*unstructured.Unstructured, error) {
 	opts := krusty.MakeDefaultOptions()
 	opts.LoadRestrictions = kustypes.LoadRestrictionsNone
-	resMap, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), filepath.Dir(copyOf(kfile)))
+	resMap, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), filepath.Dir(c.copyOf(kfile)))
 	if err != nil {
-		return nil, fmt.Errorf("%s: kustomize build: %s", display(kfile), strings.ReplaceAll(err.Error(), copied, root))
+		return nil, fmt.Errorf("%s: kustomize build: %s", c.display(kfile), strings.ReplaceAll(err.Error(), c.copied, c.root))
 	}
 	data, err := resMap.AsYaml()
 	if err != nil {
-		return nil, fmt.Errorf("%s: kustomize build: %w", display(kfile), err)
+		return nil, fmt.Errorf("%s: kustomize build: %w", c.display(kfile), err)
 	}
 	objs, err := utils.ReadObjects(bytes.NewReader(data))
 	if err != nil {
-		return nil, fmt.Errorf("%s: kustomize build: %w", display(kfile), err)
+		return nil, fmt.Errorf("%s: kustomize build: %w", c.display(kfile), err)
 	}
+	return objs, nil
+}
 
-	env := &Environment{Name: name, Dir: dir}
+// pick takes the values ConfigMap and the secrets Secret from what the kustomization built (shown
+// as kfile), and nothing else, into the release's namespace with its labels.
+func (env *Environment) pick(objs []*unstructured.Unstructured, kfile string) error {
 	for _, o := range objs {
 		switch {
 		case o.GetKind() == "ConfigMap" && o.GetName() == names.ValuesConfigMap:
@@ -335,19 +375,19 @@ func Load(name, dir string, display func(string) string, key *secrets.Key) (*Env
 		case o.GetKind() == "Secret" && o.GetName() == names.SecretsSecret:
 			env.Secrets = o
 		default:
-			return nil, fmt.Errorf("%s: builds %s %s, expected only the ConfigMap %s and the Secret %s",
-				display(kfile), o.GetKind(), o.GetName(), names.ValuesConfigMap, names.SecretsSecret)
+			return fmt.Errorf("%s: builds %s %s, expected only the ConfigMap %s and the Secret %s",
+				kfile, o.GetKind(), o.GetName(), names.ValuesConfigMap, names.SecretsSecret)
 		}
 	}
 	if env.Values == nil {
-		return nil, fmt.Errorf("%s: no configMapGenerator named %s (with the file %s)", display(kfile), names.ValuesConfigMap, names.ValuesKey)
+		return fmt.Errorf("%s: no configMapGenerator named %s (with the file %s)", kfile, names.ValuesConfigMap, names.ValuesKey)
 	}
 	if env.Secrets == nil {
-		return nil, fmt.Errorf("%s: no secretGenerator named %s (with the file %s)", display(kfile), names.SecretsSecret, names.SecretsKey)
+		return fmt.Errorf("%s: no secretGenerator named %s (with the file %s)", kfile, names.SecretsSecret, names.SecretsKey)
 	}
 	for _, o := range []*unstructured.Unstructured{env.Values, env.Secrets} {
 		if ns := o.GetNamespace(); ns != "" && ns != names.Namespace {
-			return nil, fmt.Errorf("%s: %s %s is in namespace %q, expected %s", display(kfile), o.GetKind(), o.GetName(), ns, names.Namespace)
+			return fmt.Errorf("%s: %s %s is in namespace %q, expected %s", kfile, o.GetKind(), o.GetName(), ns, names.Namespace)
 		}
 		o.SetNamespace(names.Namespace)
 		// helm-controller upgrades the release when a watched valuesFrom object changes.
@@ -358,45 +398,47 @@ func Load(name, dir string, display func(string) string, key *secrets.Key) (*Env
 		maps.Copy(labels, names.Labels(true))
 		o.SetLabels(labels)
 	}
+	return nil
+}
 
+// parseLayers reads the values and the secrets (decrypted with key when SOPS encrypted them) as
+// the environment's two layers, kept apart.
+func (env *Environment) parseLayers(kfile, valuesFile, secretsFile string, key *secrets.Key) error {
 	valuesText, ok, _ := unstructured.NestedString(env.Values.Object, "data", names.ValuesKey)
 	if !ok {
-		return nil, fmt.Errorf("%s: ConfigMap %s has no key %s", display(kfile), names.ValuesConfigMap, names.ValuesKey)
+		return fmt.Errorf("%s: ConfigMap %s has no key %s", kfile, names.ValuesConfigMap, names.ValuesKey)
 	}
 	secretsB64, ok, _ := unstructured.NestedString(env.Secrets.Object, "data", names.SecretsKey)
 	if !ok {
-		return nil, fmt.Errorf("%s: Secret %s has no key %s", display(kfile), names.SecretsSecret, names.SecretsKey)
+		return fmt.Errorf("%s: Secret %s has no key %s", kfile, names.SecretsSecret, names.SecretsKey)
 	}
 	secretsText, err := base64.StdEncoding.DecodeString(secretsB64)
 	if err != nil {
-		return nil, fmt.Errorf("%s: Secret %s key %s: %w", display(kfile), names.SecretsSecret, names.SecretsKey, err)
+		return fmt.Errorf("%s: Secret %s key %s: %w", kfile, names.SecretsSecret, names.SecretsKey, err)
 	}
-
-	valuesFile := display(sourceFile(dir, sources, names.ValuesConfigMap, names.ValuesKey))
-	secretsFile := display(sourceFile(dir, sources, names.SecretsSecret, names.SecretsKey))
 	if secrets.IsEncrypted(secretsText) {
 		if secretsText, err = secrets.Decrypt(secretsFile, secretsText, key); err != nil {
-			return nil, err
+			return err
 		}
 		env.Encrypted, env.Key = true, key
 		// The Secret holds what the clusters decrypt, as kustomize-controller builds it.
 		if err := unstructured.SetNestedField(env.Secrets.Object, base64.StdEncoding.EncodeToString(secretsText), "data", names.SecretsKey); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	vl, err := values.ParseLayer(valuesFile, []byte(valuesText), false)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	sl, err := values.ParseLayer(secretsFile, secretsText, true)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if err := checkSecretSplit(vl, sl); err != nil {
-		return nil, err
+		return err
 	}
 	env.Layers = []values.Layer{vl, sl}
-	return env, nil
+	return nil
 }
 
 // checkSecretSplit keeps secrets and values apart: credentials only in the secrets file (so that

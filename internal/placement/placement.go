@@ -154,64 +154,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 
 	var st appsv1alpha1.ApplicationStatus
-	wanted := map[client.ObjectKey]string{} // the Flux objects that run the application, and their kinds
-	renamed := map[placedKind]bool{}        // the clusters and kinds of the wanted objects: another object of both is of an older name
-	allReady, anyPlaced := true, false
-	for _, t := range targets {
-		if t.missing != "" {
-			st.Placements = append(st.Placements, appsv1alpha1.PlacementStatus{Cluster: clusterName(t.key), State: appsv1alpha1.StateMissing, Message: t.missing})
-			continue
-		}
-		anyPlaced = true
-		obj, refused, err := r.apply(ctx, app, t.key)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		if refused != "" {
-			allReady = false
-			st.Placements = append(st.Placements, appsv1alpha1.PlacementStatus{Cluster: clusterName(t.key), State: appsv1alpha1.StateFailed, Message: refused})
-			// What runs the application there now stays, and is not shown as leaving.
-			for _, o := range existing {
-				if placedOn(o) == t.key {
-					wanted[client.ObjectKeyFromObject(o)] = o.GetObjectKind().GroupVersionKind().Kind
-				}
-			}
-			continue
-		}
-		wanted[client.ObjectKeyFromObject(obj)] = obj.GetObjectKind().GroupVersionKind().Kind
-		renamed[placedKind{t.key, obj.GetObjectKind().GroupVersionKind().Kind}] = true
-		ps := placementOf(obj)
-		ps.Cluster = clusterName(t.key)
-		allReady = allReady && ps.State == appsv1alpha1.StateReady
-		st.Placements = append(st.Placements, ps)
+	p, err := r.place(ctx, app, targets, existing)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
-	// Make-before-break: what left the placement goes once the new placement runs everywhere;
-	// never while nothing of the new placement exists (a typo must not leave no instance).
-	removable := allReady && (anyPlaced || len(targets) == 0)
-	for _, o := range existing {
-		// Still wanted, in the same form (manifests or chart): not leaving. An object of an older
-		// name (before names carried a hash) is replaced like a cluster that left.
-		if wanted[client.ObjectKeyFromObject(o)] == o.GetObjectKind().GroupVersionKind().Kind {
-			continue
-		}
-		cluster := clusterName(placedOn(o))
-		if removable {
-			// An object of an older name on a cluster that keeps the application in the same form
-			// runs the same release, or applied the objects the new one owns now: suspended first,
-			// Flux neither uninstalls nor prunes it when it goes.
-			if renamed[placedKind{placedOn(o), o.GetObjectKind().GroupVersionKind().Kind}] {
-				if err := fluxobjects.Suspend(ctx, r.Client, o); err != nil {
-					return reconcile.Result{}, fmt.Errorf("remove the older %s of application %s from %s: %w", o.GetObjectKind().GroupVersionKind().Kind, appID, cluster, err)
-				}
-			}
-			if err := r.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
-				return reconcile.Result{}, fmt.Errorf("remove application %s from %s: %w", appID, cluster, err)
-			}
-			st.Placements = append(st.Placements, appsv1alpha1.PlacementStatus{Cluster: cluster, State: appsv1alpha1.StateRemoving, Message: "left the placement: being removed"})
-			continue
-		}
-		st.Placements = append(st.Placements, appsv1alpha1.PlacementStatus{Cluster: cluster, State: appsv1alpha1.StateRemoving, Message: "left the placement: kept until the new placement is ready"})
+	st.Placements = p.placements
+	left, err := r.removeLeft(ctx, appID, existing, p, len(targets))
+	if err != nil {
+		return reconcile.Result{}, err
 	}
+	st.Placements = append(st.Placements, left...)
 	sort.SliceStable(st.Placements, func(i, j int) bool { return st.Placements[i].Cluster < st.Placements[j].Cluster })
 	st.Conditions = []metav1.Condition{summed(app, st.Placements)}
 	res, err := r.writeStatus(ctx, app, st)
@@ -219,6 +171,83 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		res.RequeueAfter = r.RequeueAfter
 	}
 	return res, err
+}
+
+// placing is what placing an application on its targets did.
+type placing struct {
+	placements []appsv1alpha1.PlacementStatus
+	wanted     map[client.ObjectKey]string // the Flux objects that run the application, and their kinds
+	renamed    map[placedKind]bool         // the clusters and kinds of the wanted objects: another object of both is of an older name
+	allReady   bool
+	anyPlaced  bool
+}
+
+// place applies the application's Flux object for each target cluster it can run on.
+func (r *Reconciler) place(ctx context.Context, app *appsv1alpha1.Application, targets []target, existing []client.Object) (placing, error) {
+	p := placing{wanted: map[client.ObjectKey]string{}, renamed: map[placedKind]bool{}, allReady: true}
+	for _, t := range targets {
+		if t.missing != "" {
+			p.placements = append(p.placements, appsv1alpha1.PlacementStatus{Cluster: clusterName(t.key), State: appsv1alpha1.StateMissing, Message: t.missing})
+			continue
+		}
+		p.anyPlaced = true
+		obj, refused, err := r.apply(ctx, app, t.key)
+		if err != nil {
+			return p, err
+		}
+		if refused != "" {
+			p.allReady = false
+			p.placements = append(p.placements, appsv1alpha1.PlacementStatus{Cluster: clusterName(t.key), State: appsv1alpha1.StateFailed, Message: refused})
+			// What runs the application there now stays, and is not shown as leaving.
+			for _, o := range existing {
+				if placedOn(o) == t.key {
+					p.wanted[client.ObjectKeyFromObject(o)] = o.GetObjectKind().GroupVersionKind().Kind
+				}
+			}
+			continue
+		}
+		p.wanted[client.ObjectKeyFromObject(obj)] = obj.GetObjectKind().GroupVersionKind().Kind
+		p.renamed[placedKind{t.key, obj.GetObjectKind().GroupVersionKind().Kind}] = true
+		ps := placementOf(obj)
+		ps.Cluster = clusterName(t.key)
+		p.allReady = p.allReady && ps.State == appsv1alpha1.StateReady
+		p.placements = append(p.placements, ps)
+	}
+	return p, nil
+}
+
+// removeLeft removes the Flux objects of the clusters that left the placement, make-before-break:
+// once the new placement runs everywhere, never while nothing of it exists (a typo must not leave
+// no instance); until then they are shown as leaving.
+func (r *Reconciler) removeLeft(ctx context.Context, appID string, existing []client.Object, p placing, targets int) ([]appsv1alpha1.PlacementStatus, error) {
+	var out []appsv1alpha1.PlacementStatus
+	removable := p.allReady && (p.anyPlaced || targets == 0)
+	for _, o := range existing {
+		// Still wanted, in the same form (manifests or chart): not leaving. An object of an older
+		// name (before names carried a hash) is replaced like a cluster that left.
+		kind := o.GetObjectKind().GroupVersionKind().Kind
+		if p.wanted[client.ObjectKeyFromObject(o)] == kind {
+			continue
+		}
+		cluster := clusterName(placedOn(o))
+		if !removable {
+			out = append(out, appsv1alpha1.PlacementStatus{Cluster: cluster, State: appsv1alpha1.StateRemoving, Message: "left the placement: kept until the new placement is ready"})
+			continue
+		}
+		// An object of an older name on a cluster that keeps the application in the same form
+		// runs the same release, or applied the objects the new one owns now: suspended first,
+		// Flux neither uninstalls nor prunes it when it goes.
+		if p.renamed[placedKind{placedOn(o), kind}] {
+			if err := fluxobjects.Suspend(ctx, r.Client, o); err != nil {
+				return nil, fmt.Errorf("remove the older %s of application %s from %s: %w", kind, appID, cluster, err)
+			}
+		}
+		if err := r.Client.Delete(ctx, o); client.IgnoreNotFound(err) != nil {
+			return nil, fmt.Errorf("remove application %s from %s: %w", appID, cluster, err)
+		}
+		out = append(out, appsv1alpha1.PlacementStatus{Cluster: cluster, State: appsv1alpha1.StateRemoving, Message: "left the placement: being removed"})
+	}
+	return out, nil
 }
 
 // applicationID is the value of ApplicationLabel for an application.
@@ -326,6 +355,34 @@ func ObjectName(app, cluster client.ObjectKey) string {
 // it as it is: a Kustomization of its manifests, or a HelmRelease of its chart. An object of that
 // name that this application did not place is not touched: refused says why.
 func (r *Reconciler) apply(ctx context.Context, app *appsv1alpha1.Application, cluster client.ObjectKey) (obj client.Object, refused string, err error) {
+	obj, refused, err = r.desired(ctx, app, cluster)
+	if err != nil || refused != "" {
+		return nil, refused, err
+	}
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	existing, refused, err := r.refusal(ctx, obj)
+	if err != nil || refused != "" {
+		return nil, refused, err
+	}
+	// Nothing to change: not applied again. Each apply is a round trip to the API server even when
+	// it changes nothing, and a full resync (a restart, any Cluster's change) is one per placement:
+	// minutes at 1000 clusters × 100 applications. The whole spec is compared, not only the fields
+	// set here: a field this controller set before and sets no more must still go.
+	if existing != nil && unchanged(existing, obj) {
+		existing.GetObjectKind().SetGroupVersionKind(gvk)
+		return existing, "", nil
+	}
+	// Forced: the fields are this controller's; an object of another owner was refused above.
+	if err := r.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+		return nil, "", fmt.Errorf("apply the %s of application %s on %s: %w", gvk.Kind, app.Name, cluster, err)
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	return obj, "", nil
+}
+
+// desired is the Flux object that runs app on cluster: a HelmRelease of its chart, or a
+// Kustomization of its manifests; refused says why there is none (its chart's values).
+func (r *Reconciler) desired(ctx context.Context, app *appsv1alpha1.Application, cluster client.ObjectKey) (obj client.Object, refused string, err error) {
 	spec := app.Spec
 	source := spec.SourceRef
 	if source.Namespace == "" {
@@ -398,24 +455,6 @@ func (r *Reconciler) apply(ctx context.Context, app *appsv1alpha1.Application, c
 			},
 		}
 	}
-	gvk := obj.GetObjectKind().GroupVersionKind()
-	existing, refused, err := r.refusal(ctx, obj)
-	if err != nil || refused != "" {
-		return nil, refused, err
-	}
-	// Nothing to change: not applied again. Each apply is a round trip to the API server even when
-	// it changes nothing, and a full resync (a restart, any Cluster's change) is one per placement:
-	// minutes at 1000 clusters × 100 applications. The whole spec is compared, not only the fields
-	// set here: a field this controller set before and sets no more must still go.
-	if existing != nil && unchanged(existing, obj) {
-		existing.GetObjectKind().SetGroupVersionKind(gvk)
-		return existing, "", nil
-	}
-	// Forced: the fields are this controller's; an object of another owner was refused above.
-	if err := r.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
-		return nil, "", fmt.Errorf("apply the %s of application %s on %s: %w", gvk.Kind, app.Name, cluster, err)
-	}
-	obj.GetObjectKind().SetGroupVersionKind(gvk)
 	return obj, "", nil
 }
 

@@ -346,35 +346,66 @@ func ReleaseValues(repoRoot string, opts Options) (*Values, error) {
 	return &Values{Layers: layers, Merged: merged, Settings: settings}, nil
 }
 
-// Render renders the environment in one context.
+// Render renders the environment in one context, in its stages: the values (checked), what the
+// bootstrap command applies itself, the umbrella chart and its unit graph, the units' builds, and
+// the HelmReleases among them.
 func (r *Renderer) Render(ctx context.Context, opts Options) (*Result, error) {
 	vals, err := ReleaseValues(r.repoRoot, opts)
 	if err != nil {
 		return nil, err
 	}
-	layers := vals.Layers
-	fallback := values.Origin{File: opts.Env.Layers[0].File}
-	// The tenants are the management cluster's (a workload cluster's release has none).
-	if opts.Context != ContextWorkload {
-		platform, err := r.PlatformNamespaces(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if _, namespace := opts.release(); !slices.Contains(platform, namespace) {
-			platform = append(platform, namespace)
-		}
-		if problems := values.TenantNamespaces(layers, vals.Merged, platform, fallback); len(problems) > 0 {
-			return nil, problems
-		}
+	if err := r.checkTenants(ctx, opts, vals); err != nil {
+		return nil, err
 	}
 	res := &Result{Values: *vals, Options: opts}
+	applied, err := bootstrapApplied(opts)
+	if err != nil {
+		return nil, err
+	}
+	res.Objects = append(res.Objects, applied...)
+	chartObjs, err := r.renderUmbrella(ctx, res)
+	if err != nil {
+		return nil, err
+	}
+	build, built, err := r.buildUnits(ctx, res, chartObjs)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.addUnitObjects(ctx, res, chartObjs, applied, build, built); err != nil {
+		return nil, err
+	}
+	for _, o := range res.Objects {
+		annotate(o)
+	}
+	return res, nil
+}
 
-	// What the bootstrap command applies itself: the environment, the --values overrides and the
-	// source values, each a valuesFrom layer of the cluster-init HelmRelease.
-	// Only what the bootstrap command decided: the context's and environment's source settings
-	// (intervals, ...) stay theirs.
-	srcValues := bootstrapValues(opts)
-	srcCM, err := valuesConfigMap(names.SourceConfigMap, srcValues)
+// checkTenants checks the tenants' namespaces against the platform's: the tenants are the
+// management cluster's (a workload cluster's release has none).
+func (r *Renderer) checkTenants(ctx context.Context, opts Options, vals *Values) error {
+	if opts.Context == ContextWorkload {
+		return nil
+	}
+	platform, err := r.PlatformNamespaces(ctx)
+	if err != nil {
+		return err
+	}
+	if _, namespace := opts.release(); !slices.Contains(platform, namespace) {
+		platform = append(platform, namespace)
+	}
+	fallback := values.Origin{File: opts.Env.Layers[0].File}
+	if problems := values.TenantNamespaces(vals.Layers, vals.Merged, platform, fallback); len(problems) > 0 {
+		return problems
+	}
+	return nil
+}
+
+// bootstrapApplied is what the bootstrap command applies itself: the environment, the --values
+// overrides and the source values, each a valuesFrom layer of the cluster-init HelmRelease. Of
+// the source, only what the bootstrap command decided: the context's and environment's source
+// settings (intervals, ...) stay theirs.
+func bootstrapApplied(opts Options) ([]Object, error) {
+	srcCM, err := valuesConfigMap(names.SourceConfigMap, bootstrapValues(opts))
 	if err != nil {
 		return nil, err
 	}
@@ -382,21 +413,25 @@ func (r *Renderer) Render(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	var out []Object
 	envOrigin := filepath.ToSlash(filepath.Join(environment.Dir, opts.Env.Name))
 	for _, o := range envObjects(opts.Env) {
-		res.Objects = append(res.Objects, Object{Origin: envOrigin, Object: o})
+		out = append(out, Object{Origin: envOrigin, Object: o})
 	}
-	res.Objects = append(res.Objects,
+	return append(out,
 		Object{Origin: "bootstrap (--values)", Object: overridesCM},
-		Object{Origin: "bootstrap (source of the checkout)", Object: srcCM})
+		Object{Origin: "bootstrap (source of the checkout)", Object: srcCM}), nil
+}
 
-	// The umbrella chart gets every layer but its own defaults, as the HelmRelease passes them.
-	userValues := values.Merge(layers[1:]...)
+// renderUmbrella renders the umbrella chart with every layer but its own defaults, as the
+// HelmRelease passes them, and reads the unit graph from it.
+func (r *Renderer) renderUmbrella(ctx context.Context, res *Result) ([]*unstructured.Unstructured, error) {
+	layers, opts := res.Values.Layers, res.Options
 	release, namespace := opts.release()
 	docs, err := chart.Render(ctx, filepath.Join(r.snapshot, UmbrellaChart),
-		chart.Release{Name: release, Namespace: namespace, KubeVersion: r.kubeVersion}, userValues)
+		chart.Release{Name: release, Namespace: namespace, KubeVersion: r.kubeVersion}, values.Merge(layers[1:]...))
 	if err != nil {
-		return nil, explainChartError(err, layers, fallback)
+		return nil, explainChartError(err, layers, values.Origin{File: opts.Env.Layers[0].File})
 	}
 	var chartObjs []*unstructured.Unstructured
 	for _, d := range docs {
@@ -409,27 +444,27 @@ func (r *Renderer) Render(ctx context.Context, opts Options) (*Result, error) {
 	if problems := disabledDependencies(res.Graph, layers); len(problems) > 0 {
 		return nil, problems
 	}
+	return chartObjs, nil
+}
 
-	kustomizations := map[string]*unstructured.Unstructured{}
-	for _, o := range chartObjs {
-		if o.GetKind() == "Kustomization" && strings.HasPrefix(o.GetAPIVersion(), "kustomize.toolkit.fluxcd.io/") {
-			kustomizations[o.GetName()] = o
-		}
-	}
+// buildUnits builds the enabled units (those of opts.Units, if set) from their Kustomizations,
+// independent builds in parallel; it returns the units and their objects, in the graph's order.
+func (r *Renderer) buildUnits(ctx context.Context, res *Result, chartObjs []*unstructured.Unstructured) ([]*units.Unit, [][]*unstructured.Unstructured, error) {
+	opts, layers := res.Options, res.Values.Layers
 	var build []*units.Unit
 	for _, u := range res.Graph.Enabled() {
 		if opts.Units == nil || slices.Contains(opts.Units, u.Name) {
 			build = append(build, u)
 		}
 	}
-	// Independent builds run in parallel; their objects are kept in the graph's order.
+	kustomizations := kustomizationsOf(chartObjs)
 	built := make([][]*unstructured.Unstructured, len(build))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(goruntime.GOMAXPROCS(0))
 	for i, u := range build {
 		ks, ok := kustomizations[u.Object]
 		if !ok {
-			return nil, fmt.Errorf("unit %s: the chart rendered no Kustomization for it", u.Name)
+			return nil, nil, fmt.Errorf("unit %s: the chart rendered no Kustomization for it", u.Name)
 		}
 		if u.Role == units.RoleEnvironment {
 			// The environment's directory is not part of the snapshot: its build is the
@@ -446,23 +481,36 @@ func (r *Renderer) Render(ctx context.Context, opts Options) (*Result, error) {
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
+	return build, built, g.Wait()
+}
 
-	// In-cluster, helm-controller reads valuesFrom from the cluster; offline, the objects the
-	// bootstrap command would have applied stand in for it.
-	stored := []client.Object{toTyped(overridesCM), toTyped(srcCM)}
-	for _, o := range envObjects(opts.Env) {
-		stored = append(stored, toTyped(o))
+// kustomizationsOf are the chart's Flux Kustomizations by name.
+func kustomizationsOf(chartObjs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+	out := map[string]*unstructured.Unstructured{}
+	for _, o := range chartObjs {
+		if o.GetKind() == "Kustomization" && strings.HasPrefix(o.GetAPIVersion(), "kustomize.toolkit.fluxcd.io/") {
+			out[o.GetName()] = o
+		}
 	}
-	// So do the release's own (the credentials it checked, which its units' releases read).
+	return out
+}
+
+// addUnitObjects adds each unit's built objects to res, and what its HelmReleases render, with the
+// values they read from the cluster: in-cluster, helm-controller reads valuesFrom there; offline,
+// the objects the bootstrap command would have applied (applied) and the release's own Secrets
+// and ConfigMaps (the credentials it checked, which its units' releases read) stand in for it.
+func (r *Renderer) addUnitObjects(ctx context.Context, res *Result, chartObjs []*unstructured.Unstructured, applied []Object, build []*units.Unit, built [][]*unstructured.Unstructured) error {
+	var stored []client.Object
+	for _, o := range applied {
+		stored = append(stored, toTyped(o.Object))
+	}
 	for _, o := range res.Objects {
 		if o.Origin == UmbrellaChart && (o.Object.GetKind() == "Secret" || o.Object.GetKind() == "ConfigMap") {
 			stored = append(stored, toTyped(o.Object.DeepCopy()))
 		}
 	}
 	valuesStore := fake.NewClientBuilder().WithScheme(corev1Scheme()).WithObjects(stored...).Build()
+	kustomizations := kustomizationsOf(chartObjs)
 	for i, u := range build {
 		ksPath, _, _ := unstructured.NestedString(kustomizations[u.Object].Object, "spec", "path")
 		origin := strings.TrimPrefix(path.Clean(ksPath), "./")
@@ -474,10 +522,10 @@ func (r *Renderer) Render(ctx context.Context, opts Options) (*Result, error) {
 			sources := append(append([]*unstructured.Unstructured{}, chartObjs...), built[i]...)
 			rendered, err := renderHelmRelease(ctx, r.snapshot, o, sources, valuesStore, r.kubeVersion)
 			if err != nil {
-				if p, ok := userKeyProblem(err, layers); ok {
-					return nil, p
+				if p, ok := userKeyProblem(err, res.Values.Layers); ok {
+					return p
 				}
-				return nil, fmt.Errorf("unit %s: %w", u.Name, err)
+				return fmt.Errorf("unit %s: %w", u.Name, err)
 			}
 			for _, ro := range rendered {
 				ro.Unit = u.Name
@@ -486,10 +534,7 @@ func (r *Renderer) Render(ctx context.Context, opts Options) (*Result, error) {
 			}
 		}
 	}
-	for _, o := range res.Objects {
-		annotate(o)
-	}
-	return res, nil
+	return nil
 }
 
 func annotate(o Object) {

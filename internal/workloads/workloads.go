@@ -89,7 +89,6 @@ const releaseGroup = "helm.toolkit.fluxcd.io"
 func Read(ctx context.Context, repoRoot string, management *render.Result, tenantCheckouts map[string]string) (*Plan, error) {
 	p := &Plan{}
 	var policy *unstructured.Unstructured
-	var err error
 	for _, o := range management.Objects {
 		obj := o.Object
 		switch {
@@ -106,8 +105,38 @@ func Read(ctx context.Context, repoRoot string, management *render.Result, tenan
 		}
 		return p, nil
 	}
-	// What each tenant has in the render, looked up by its namespace: one pass over the objects,
-	// however many tenants there are.
+	if err := p.describeTenants(management, repoRoot, tenantCheckouts); err != nil {
+		return nil, err
+	}
+	var err error
+	if p.policy, err = compilePolicy(policy); err != nil {
+		return nil, err
+	}
+	var problems []string
+	for ns := range tenantCheckouts {
+		if !slices.ContainsFunc(p.Tenants, func(t *Tenant) bool { return t.Namespace == ns && t.Repository != "" }) {
+			problems = append(problems, fmt.Sprintf("a checkout of tenant %s's repository was given, but workload_clusters.tenants.%s has no repository of its own", ns, ns))
+		}
+	}
+	for _, t := range p.Tenants {
+		more, err := p.readDirectory(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		problems = append(problems, more...)
+	}
+	sort.Slice(p.Clusters, func(i, j int) bool { return p.Clusters[i].File < p.Clusters[j].File })
+	if len(problems) > 0 {
+		return p, errors.New(strings.Join(problems, "\n"))
+	}
+	return p, nil
+}
+
+// describeTenants completes each tenant from what it has in the render, looked up by its
+// namespace in one pass over the objects, however many tenants there are: its source (its ignore
+// rules, its own repository, whose checkout is tenantCheckouts' or none), its parameters and the
+// values its clusters share. A tenant of the platform's repository reads repoRoot.
+func (p *Plan) describeTenants(management *render.Result, repoRoot string, tenantCheckouts map[string]string) error {
 	sources := map[string]*unstructured.Unstructured{}
 	configMaps := map[[2]string]*unstructured.Unstructured{}
 	for _, o := range management.Objects {
@@ -134,61 +163,47 @@ func Read(ctx context.Context, repoRoot string, management *render.Result, tenan
 			data, _, _ := unstructured.NestedString(cm.Object, "data", names.ValuesKey)
 			l, err := values.ParseLayer(fmt.Sprintf("(values the workload clusters of %s share: ConfigMap %s/%s)", t.Namespace, t.Namespace, names.TenantPlatformConfigMap), []byte(data), false)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			t.Platform = l
 		}
 	}
-	if p.policy, err = compilePolicy(policy); err != nil {
+	return nil
+}
+
+// readDirectory builds a tenant's directory as kustomize-controller does (from its artifact: what
+// the rules of the tenant's source keep of the checkout, its directory alone, no kustomization
+// file) and adds its clusters and other objects to the plan; problems are what is wrong with the
+// directory, the error what stops the read. A tenant whose checkout is not at hand is not read.
+func (p *Plan) readDirectory(ctx context.Context, t *Tenant) (problems []string, err error) {
+	if t.Checkout == "" {
+		return nil, nil
+	}
+	built, files, unread, err := buildArtifact(ctx, t)
+	problems = append(problems, unread...)
+	if err != nil {
+		return append(problems, fmt.Sprintf("%s: %v", strings.TrimPrefix(t.Path, "./"), err)), nil
+	}
+	if files == nil {
+		return problems, nil
+	}
+	docs, err := documents(files)
+	if err != nil {
 		return nil, err
 	}
-
-	// The tenants' directories, as kustomize-controller builds them: each from its artifact, what
-	// the rules of the tenant's source keep of the checkout (its directory alone, no kustomization
-	// file).
-	var problems []string
-	for ns := range tenantCheckouts {
-		if !slices.ContainsFunc(p.Tenants, func(t *Tenant) bool { return t.Namespace == ns && t.Repository != "" }) {
-			problems = append(problems, fmt.Sprintf("a checkout of tenant %s's repository was given, but workload_clusters.tenants.%s has no repository of its own", ns, ns))
-		}
-	}
-	for _, t := range p.Tenants {
-		if t.Checkout == "" {
+	for _, obj := range built {
+		d, found := docs[obj.GetKind()+"/"+obj.GetName()]
+		if obj.GetKind() != "HelmRelease" || obj.GroupVersionKind().Group != releaseGroup {
+			p.Others = append(p.Others, &Object{Tenant: t, File: d.file, Line: d.line, Object: obj})
 			continue
 		}
-		built, files, unread, err := buildArtifact(ctx, t)
-		problems = append(problems, unread...)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", strings.TrimPrefix(t.Path, "./"), err))
+		if !found {
+			problems = append(problems, fmt.Sprintf("%s: HelmRelease %s: not found in a file of the directory", t.Path, obj.GetName()))
 			continue
 		}
-		if files == nil {
-			continue
-		}
-		docs, err := documents(files)
-		if err != nil {
-			return nil, err
-		}
-		for _, obj := range built {
-			d, found := docs[obj.GetKind()+"/"+obj.GetName()]
-			if obj.GetKind() != "HelmRelease" || obj.GroupVersionKind().Group != releaseGroup {
-				p.Others = append(p.Others, &Object{Tenant: t, File: d.file, Line: d.line, Object: obj})
-				continue
-			}
-			c := &Cluster{Name: obj.GetName(), Tenant: t, Release: obj}
-			if !found {
-				problems = append(problems, fmt.Sprintf("%s: HelmRelease %s: not found in a file of the directory", t.Path, obj.GetName()))
-				continue
-			}
-			c.File, c.Values = d.file, d.values
-			p.Clusters = append(p.Clusters, c)
-		}
+		p.Clusters = append(p.Clusters, &Cluster{Name: obj.GetName(), Tenant: t, Release: obj, File: d.file, Values: d.values})
 	}
-	sort.Slice(p.Clusters, func(i, j int) bool { return p.Clusters[i].File < p.Clusters[j].File })
-	if len(problems) > 0 {
-		return p, errors.New(strings.Join(problems, "\n"))
-	}
-	return p, nil
+	return problems, nil
 }
 
 // buildArtifact builds a tenant's Kustomization as kustomize-controller does: from its artifact,
