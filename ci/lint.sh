@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Lint: formatting, shellcheck on every shell script of tools/, ci/ and .ci/, go vet, and the
+# Lint: formatting, shellcheck on every shell script of tools/, ci/ and .ci/, golangci-lint
+# (.golangci.yml: go vet, staticcheck, a function-length limit, ...), and the
 # generated API files (CRD, deep copies) up to date with the Go types they are generated from,
 # and docs/cli.md with the commands.
 # Run from anywhere. Needs shellcheck (Debian's package; the pipeline installs it).
@@ -27,7 +28,16 @@ done < <(find tools ci .ci -name node_modules -prune -o -type f -print0 | LC_ALL
 echo "shellcheck $(shellcheck --version | sed -n 's/^version: //p'): ${#scripts[@]} scripts"
 shellcheck "${scripts[@]}"
 
-go vet ./...
+# golangci-lint, pinned, with the linters of .golangci.yml (go vet's among them), built once into
+# the cache from the Go module proxy.
+golangci_version=v2.15.0
+gcl_dir=${XDG_CACHE_HOME:-$HOME/.cache}/cluster-init/ci-tools/golangci-lint-$golangci_version
+if [[ ! -x $gcl_dir/golangci-lint ]]; then
+  echo "installing golangci-lint $golangci_version into $gcl_dir"
+  GOBIN=$gcl_dir go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$golangci_version"
+fi
+"$gcl_dir/golangci-lint" version
+"$gcl_dir/golangci-lint" run ./...
 
 # controller-gen (pinned in api/apps/v1alpha1's go:generate line) writes into a copy of what it
 # reads, compared with the checkout: no git state needed, nothing of the checkout changed.

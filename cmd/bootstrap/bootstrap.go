@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -147,13 +146,6 @@ func (g *globals) printer(cmd *cobra.Command, output string, start time.Time) (p
 		}
 	}
 	return progress.New(cmd.OutOrStdout(), progress.Format(output), size, start, g.redactor.String)
-}
-
-func absolute(p string) string {
-	if abs, err := filepath.Abs(p); err == nil {
-		return abs
-	}
-	return p
 }
 
 // stateDir is the state directory of this user (statedir.Default), opened in this build's layout.

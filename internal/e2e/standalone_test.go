@@ -242,7 +242,7 @@ func TestStandaloneCluster(t *testing.T) {
 		t.Fatalf("scale run again: %v", r.err)
 	}
 	assertContains(t, "the scale run again", r.output.String(), "not restored again")
-	containers = assertScaled(3, containers)
+	assertScaled(3, containers)
 
 	// A backup: the export holds the state, its secrets encrypted; an import over it is refused.
 	backup := filepath.Join(t.TempDir(), "state.tgz")

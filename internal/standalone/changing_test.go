@@ -267,5 +267,5 @@ func (r testReporter) Log(format string, args ...any) {
 	}
 }
 func (r testReporter) Waiting(what string, pending []string) {
-	r.t.Log(fmt.Sprintf("waiting for %s: %s", what, strings.Join(pending, "; ")))
+	r.t.Logf("waiting for %s: %s", what, strings.Join(pending, "; "))
 }

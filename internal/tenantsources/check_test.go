@@ -17,7 +17,6 @@ type entry struct {
 	name string
 	kind byte
 	data string
-	size int64 // the header's size, when it lies
 }
 
 func tarball(t *testing.T, entries ...entry) []byte {

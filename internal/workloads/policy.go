@@ -6,7 +6,6 @@ import (
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
-	"github.com/google/cel-go/common/types/ref"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apiserver/pkg/cel/environment"
 
@@ -166,7 +165,7 @@ func (p *policy) admitRequest(operation string, obj, old *unstructured.Unstructu
 		msg := v.text
 		if v.message != nil {
 			if m, _, merr := v.message.Eval(activation); merr == nil {
-				if s, ok := m.(ref.Val).Value().(string); ok {
+				if s, ok := m.Value().(string); ok {
 					msg = s
 				}
 			}

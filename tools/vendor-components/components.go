@@ -411,6 +411,8 @@ var fluxControllers = []struct{ name, pin, standsIn string }{
 // of the pinned Flux release: the release's manifests bundle (manifests/scripts/bundle.sh, with each
 // controller's config/crd and config/manager built from its module instead of downloaded) fed to
 // Flux's own install generator.
+//
+//nolint:funlen // bundle.sh and flux install, step by step, in their order
 func buildFlux(ctx context.Context, g *generator) ([]*unstructured.Unstructured, []module, error) {
 	flux, err := g.module(ctx, "github.com/fluxcd/flux2/v2", "FLUX_VERSION", false)
 	if err != nil {
