@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 
 tools/testbed/up --no-cluster
 trap 'tools/testbed/down' EXIT
-go test -tags e2e -count=1 -timeout 3h -v ./internal/e2e
+go test -tags e2e -count=1 -timeout 3h -v ./test/e2e

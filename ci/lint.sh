@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-unformatted=$(gofmt -l api cmd internal tools)
+unformatted=$(gofmt -l api cmd internal test tools)
 if [ -n "$unformatted" ]; then
   echo "gofmt: these files need formatting:" >&2
   echo "$unformatted" >&2

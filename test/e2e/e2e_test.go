@@ -3,7 +3,7 @@
 // Package e2e runs the real thing on the offline test bed: `bootstrap kubeadm-capd` from a clean
 // state through the pivot, day 2 with `bootstrap apply`, GitOps, the adoption of an existing cluster
 // (bootstrap --adopt), and the fault cases. Start the test bed
-// first (tools/testbed/up), then: go test -tags e2e -timeout 3h -v ./internal/e2e
+// first (tools/testbed/up), then: go test -tags e2e -timeout 3h -v ./test/e2e
 //
 // Each test reports its figures (wall time per phase and in total, peak memory of the bootstrap
 // process) with t.Logf.
