@@ -73,7 +73,7 @@ An existing cluster instead of kind:
 		newSecretsCommand(g),
 		newCopyValuesCommand(),
 		newPivotCommand(),
-		newPlacementControllerCommand(),
+		newManagementControllersCommand(),
 		newTenantSourcesCommand(),
 		newCLIDocCommand(),
 	)

@@ -626,11 +626,11 @@ func TestApplicationsArePlacedFromGit(t *testing.T) {
 		obj := o.Object
 		found[obj.GetKind()+"/"+obj.GetName()] = true
 		switch obj.GetKind() + "/" + obj.GetName() {
-		case "Deployment/placement-controller":
+		case "Deployment/management-controllers":
 			containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
 			c := containers[0].(map[string]any)
 			args, _, _ := unstructured.NestedStringSlice(c, "args")
-			if c["image"] != "cluster-init/bootstrap:v0.1.0" || !slices.Equal(args, []string{"placement-controller", "--management-cluster=cluster-init/management", "--on-management=true", "--selector-namespaces=cluster-init"}) || obj.GetNamespace() != "cluster-init" {
+			if c["image"] != "cluster-init/bootstrap:v0.1.0" || !slices.Equal(args, []string{"management-controllers", "--management-cluster=cluster-init/management", "--on-management=true", "--selector-namespaces=cluster-init"}) || obj.GetNamespace() != "cluster-init" {
 				t.Errorf("placement controller: image %v, args %v, namespace %s", c["image"], args, obj.GetNamespace())
 			}
 		case "Kustomization/applications-from-git":
@@ -644,7 +644,7 @@ func TestApplicationsArePlacedFromGit(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"CustomResourceDefinition/applications.apps.cluster-init.dev", "Deployment/placement-controller", "Kustomization/applications-from-git", "ClusterRole/cluster-init-placement-controller",
+	for _, want := range []string{"CustomResourceDefinition/applications.apps.cluster-init.dev", "Deployment/management-controllers", "Kustomization/applications-from-git", "ClusterRole/cluster-init-management-controllers",
 		"Role/applications-from-git", "RoleBinding/applications-from-git", "ServiceAccount/applications-from-git"} {
 		if !found[want] {
 			t.Errorf("unit applications lacks %s: %v", want, found)

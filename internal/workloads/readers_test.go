@@ -30,7 +30,7 @@ import (
 
 // placementController is the account of the placement controller, which keeps the kubeconfigs
 // the tenants' people may get.
-var placementController = "system:serviceaccount:" + names.Namespace + ":placement-controller"
+var placementController = "system:serviceaccount:" + names.Namespace + ":management-controllers"
 
 // runKubeconfigReaders installs the placement controller's RBAC as the applications unit does,
 // and runs the kubeconfig readers' reconciler as that account, with the cache it runs with: what

@@ -11,14 +11,17 @@ import (
 	"cluster-init.dev/cluster-init/internal/controllers"
 )
 
-func newPlacementControllerCommand() *cobra.Command {
+func newManagementControllersCommand() *cobra.Command {
 	var opts controllers.Options
 	var management string
 	cmd := &cobra.Command{
-		Use:    "placement-controller",
-		Short:  "Place the Applications on the clusters of this management cluster, and keep the kubeconfigs the tenants' people may get (runs in the applications unit's Deployment)",
-		Hidden: true,
-		Args:   cobra.NoArgs,
+		Use: "management-controllers",
+		// The name of this command before it hosted more than the placement controller: a
+		// Deployment of the release before it still runs it until the upgrade replaces it.
+		Aliases: []string{"placement-controller"},
+		Short:   "Run the management cluster's controllers: the placement of Applications, the kubeconfigs the tenants' people may get, the machines' look-again (runs in the applications unit's Deployment)",
+		Hidden:  true,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ns, name, ok := strings.Cut(management, "/")
 			if !ok || ns == "" || name == "" {
