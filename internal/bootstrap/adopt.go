@@ -12,6 +12,7 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/adopt"
 	"cluster-init.dev/cluster-init/internal/atomicfile"
+	"cluster-init.dev/cluster-init/internal/envmarker"
 	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/managementstate"
@@ -127,11 +128,11 @@ func connectAdopted(ctx context.Context, s *session, plan *render.Result, opts A
 	if exists, err := kind.Exists(plan.Settings.BootstrapCluster.Name); err != nil {
 		return nil, err
 	} else if exists {
-		if k, err := kind.Connect(plan.Settings.BootstrapCluster.Name); err == nil && kindcluster.CheckMarker(ctx, k, env) == nil {
+		if k, err := kind.Connect(plan.Settings.BootstrapCluster.Name); err == nil && envmarker.Check(ctx, k.Client, env) == nil {
 			return nil, fmt.Errorf("environment %s is being bootstrapped from kind cluster %s: finish it (`bootstrap %s`) or remove it (`bootstrap cleanup %s`) first", env, plan.Settings.BootstrapCluster.Name, env, env)
 		}
 	}
-	if err := kindcluster.CheckMarker(ctx, c, env); err != nil {
+	if err := envmarker.Check(ctx, c.Client, env); err != nil {
 		return nil, fmt.Errorf("--kubeconfig %s: %w", opts.Kubeconfig, err)
 	}
 	st, _, err := managementstate.Read(ctx, c.Client)
@@ -159,7 +160,7 @@ func connectAdopted(ctx context.Context, s *session, plan *render.Result, opts A
 			s.out.Log("taking over %s (--take-over)", f)
 		}
 	}
-	if err := kindcluster.WriteMarker(ctx, c, env); err != nil {
+	if err := envmarker.Write(ctx, c.Client, env); err != nil {
 		return nil, err
 	}
 	// Kept from now on, so that status and cleanup find the cluster even if the adoption stops

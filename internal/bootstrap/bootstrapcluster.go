@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"cluster-init.dev/cluster-init/internal/apply"
+	"cluster-init.dev/cluster-init/internal/envmarker"
 	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/managementstate"
@@ -40,7 +41,7 @@ func ensureBootstrapCluster(ctx context.Context, s *session, plan *render.Result
 		if err != nil {
 			return nil, err
 		}
-		if err := kindcluster.CheckMarker(ctx, c, env); err != nil {
+		if err := envmarker.Check(ctx, c.Client, env); err != nil {
 			return nil, fmt.Errorf("--kubeconfig %s: %w", existing.kubeconfig, err)
 		}
 		// A management cluster must not bootstrap its own environment: it would create a second
@@ -50,7 +51,7 @@ func ensureBootstrapCluster(ctx context.Context, s *session, plan *render.Result
 		} else if st.Managed() {
 			return nil, fmt.Errorf("--kubeconfig %s is the management cluster of %s, %s: change it with `bootstrap apply %s`", existing.kubeconfig, env, st, env)
 		}
-		if err := kindcluster.WriteMarker(ctx, c, env); err != nil {
+		if err := envmarker.Write(ctx, c.Client, env); err != nil {
 			return nil, err
 		}
 		s.out.Log("using the existing cluster of %s (no kind cluster, no pivot)", existing.kubeconfig)

@@ -6,7 +6,7 @@ import (
 	"os"
 	"time"
 
-	"cluster-init.dev/cluster-init/internal/kindcluster"
+	"cluster-init.dev/cluster-init/internal/envmarker"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/managementstate"
@@ -31,7 +31,7 @@ func connectManagement(ctx context.Context, s *session, given existingCluster) (
 		return nil, st, err
 	}
 	// An adopted cluster carries the mark of its environment: not another's values into it.
-	if err := kindcluster.CheckMarker(ctx, c, s.opts.Env.Name); err != nil {
+	if err := envmarker.Check(ctx, c.Client, s.opts.Env.Name); err != nil {
 		return nil, st, fmt.Errorf("%s: %w", path, err)
 	}
 	st, found, err := managementstate.Read(ctx, c.Client)

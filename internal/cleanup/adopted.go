@@ -22,8 +22,8 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/apply"
 	"cluster-init.dev/cluster-init/internal/clusterdeletion"
+	"cluster-init.dev/cluster-init/internal/envmarker"
 	"cluster-init.dev/cluster-init/internal/fluxobjects"
-	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/readiness"
@@ -93,7 +93,7 @@ func uninstall(ctx context.Context, c *kube.Cluster, flux []*unstructured.Unstru
 	if _, err := apply.New(c).Delete(ctx, flux, stepTimeout); err != nil {
 		return workloads, err
 	}
-	marker := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: kindcluster.MarkerNamespace, Name: kindcluster.MarkerName}}
+	marker := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: envmarker.Namespace, Name: envmarker.Name}}
 	if err := c.Client.Delete(ctx, marker); client.IgnoreNotFound(err) != nil {
 		return workloads, fmt.Errorf("delete the marker ConfigMap %s/%s: %w", marker.Namespace, marker.Name, err)
 	}

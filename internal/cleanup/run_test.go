@@ -24,6 +24,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cluster-init.dev/cluster-init/internal/envmarker"
 	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/managementstate"
@@ -144,7 +145,7 @@ func TestAnAdoptedClusterKeepsRunning(t *testing.T) {
 			if err := c.Create(ctx, deployment("flux-system", "source-controller")); err != nil && !apierrors.IsAlreadyExists(err) {
 				t.Fatal(err)
 			}
-			if err := kindcluster.WriteMarker(ctx, management, env); err != nil {
+			if err := envmarker.Write(ctx, management.Client, env); err != nil {
 				t.Fatal(err)
 			}
 			if tc.state {
@@ -178,7 +179,7 @@ func TestAnAdoptedClusterKeepsRunning(t *testing.T) {
 				t.Fatal(err)
 			}
 			if flux != 1 || !gone(t, c, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "flux-system", Name: "source-controller"}}) ||
-				!gone(t, c, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: kindcluster.MarkerNamespace, Name: kindcluster.MarkerName}}) {
+				!gone(t, c, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: envmarker.Namespace, Name: envmarker.Name}}) {
 				t.Errorf("what cluster-init installed is left (Flux objects built %d times)", flux)
 			}
 			if gone(t, c, theirs) {
@@ -423,7 +424,7 @@ func newTarget(t *testing.T, capd bool) Target {
 func bootstrapCluster(t *testing.T, environment string) *kube.Cluster {
 	ctx := testContext(t)
 	c := testenv.Start(t, "bootstrap")
-	if err := kindcluster.WriteMarker(ctx, c, environment); err != nil {
+	if err := envmarker.Write(ctx, c.Client, environment); err != nil {
 		t.Fatal(err)
 	}
 	createNamespace(t, c, names.Namespace)

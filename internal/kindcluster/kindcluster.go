@@ -16,10 +16,6 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/kind/pkg/cluster"
 	"sigs.k8s.io/kind/pkg/cluster/nodes"
@@ -27,8 +23,8 @@ import (
 	kindlog "sigs.k8s.io/kind/pkg/log"
 
 	"cluster-init.dev/cluster-init/internal/atomicfile"
+	"cluster-init.dev/cluster-init/internal/envmarker"
 	"cluster-init.dev/cluster-init/internal/kube"
-	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/registrymirror"
 )
 
@@ -43,12 +39,6 @@ type Config struct {
 	// environment is refused.
 	Environment string
 }
-
-// Marker is the ConfigMap that says a cluster was created by cluster-init, and for what.
-const (
-	MarkerNamespace = "kube-system"
-	MarkerName      = "cluster-init-bootstrap"
-)
 
 // Manager handles kind clusters. Its directory (statedir.Dir.KindClusters) keeps, per cluster, the
 // files mounted into its node (containerd registry configuration), its kubeconfig and the record
@@ -127,7 +117,7 @@ func (m *Manager) Ensure(ctx context.Context, cfg Config) (c *kube.Cluster, crea
 	if err != nil {
 		return nil, true, err
 	}
-	if err := writeMarker(ctx, c, cfg); err != nil {
+	if err := envmarker.Write(ctx, c.Client, cfg.Environment); err != nil {
 		return nil, true, err
 	}
 	if err := m.writeRecord(cfg.Name, record{Environment: cfg.Environment, Complete: true}); err != nil {
@@ -218,27 +208,21 @@ func (m *Manager) Connect(name string) (*kube.Cluster, error) {
 	return kube.FromKubeconfig("bootstrap", []byte(kubeconfig))
 }
 
+// checkMarker fails unless the kind cluster cfg.Name is marked for cfg.Environment.
 func checkMarker(ctx context.Context, c *kube.Cluster, cfg Config) error {
-	cm := &corev1.ConfigMap{}
-	err := c.Client.Get(ctx, client.ObjectKey{Namespace: MarkerNamespace, Name: MarkerName}, cm)
-	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("kind cluster %s exists but was not created by cluster-init (no ConfigMap %s/%s): delete it, or set bootstrap_cluster.name to another name",
-			cfg.Name, MarkerNamespace, MarkerName)
-	}
+	env, found, err := envmarker.Read(ctx, c.Client)
 	if err != nil {
-		return fmt.Errorf("kind cluster %s: read ConfigMap %s/%s: %w", cfg.Name, MarkerNamespace, MarkerName, err)
+		return fmt.Errorf("kind cluster %s: %w", cfg.Name, err)
 	}
-	if env := cm.Data["environment"]; env != cfg.Environment {
+	if !found {
+		return fmt.Errorf("kind cluster %s exists but was not created by cluster-init (no ConfigMap %s/%s): delete it, or set bootstrap_cluster.name to another name",
+			cfg.Name, envmarker.Namespace, envmarker.Name)
+	}
+	if env != cfg.Environment {
 		return fmt.Errorf("kind cluster %s bootstraps environment %q, not %q: run `bootstrap cleanup %s` first, or set bootstrap_cluster.name to another name",
 			cfg.Name, env, cfg.Environment, env)
 	}
 	return nil
-}
-
-// WriteMarker records on a cluster that it bootstraps cfg.Environment (used for kind clusters,
-// and for existing clusters given with --kubeconfig).
-func WriteMarker(ctx context.Context, c *kube.Cluster, environment string) error {
-	return writeMarker(ctx, c, Config{Environment: environment})
 }
 
 // Owns fails unless the kind cluster name (connected as c) is cluster-init's for environment, as
@@ -246,50 +230,17 @@ func WriteMarker(ctx context.Context, c *kube.Cluster, environment string) error
 // and this directory's record says cluster-init was creating it for environment when it was
 // interrupted. A kind cluster of that name that cluster-init did not create is not its to delete.
 func (m *Manager) Owns(ctx context.Context, c *kube.Cluster, name, environment string) error {
-	cm := &corev1.ConfigMap{}
-	err := c.Client.Get(ctx, client.ObjectKey{Namespace: MarkerNamespace, Name: MarkerName}, cm)
+	_, found, err := envmarker.Read(ctx, c.Client)
 	switch {
-	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("kind cluster %s: %w", name, err)
+	case !found:
 		if m.interruptedCreation(Config{Name: name, Environment: environment}) {
 			return nil
 		}
-		return fmt.Errorf("kind cluster %s was not created by cluster-init for %s (no ConfigMap %s/%s in it, no record of its creation in %s)", name, environment, MarkerNamespace, MarkerName, m.dir(name))
-	case err != nil:
-		return fmt.Errorf("kind cluster %s: read ConfigMap %s/%s: %w", name, MarkerNamespace, MarkerName, err)
+		return fmt.Errorf("kind cluster %s was not created by cluster-init for %s (no ConfigMap %s/%s in it, no record of its creation in %s)", name, environment, envmarker.Namespace, envmarker.Name, m.dir(name))
 	}
-	return CheckMarker(ctx, c, environment)
-}
-
-// CheckMarker fails when the cluster bootstraps another environment; absent marker is fine for
-// an existing cluster given explicitly.
-func CheckMarker(ctx context.Context, c *kube.Cluster, environment string) error {
-	cm := &corev1.ConfigMap{}
-	err := c.Client.Get(ctx, client.ObjectKey{Namespace: MarkerNamespace, Name: MarkerName}, cm)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read ConfigMap %s/%s: %w", MarkerNamespace, MarkerName, err)
-	}
-	if env := cm.Data["environment"]; env != environment {
-		return fmt.Errorf("this cluster bootstraps environment %q, not %q", env, environment)
-	}
-	return nil
-}
-
-func writeMarker(ctx context.Context, c *kube.Cluster, cfg Config) error {
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: MarkerNamespace, Name: MarkerName, Labels: names.Labels(false)},
-		Data:       map[string]string{"environment": cfg.Environment},
-	}
-	err := c.Client.Create(ctx, cm)
-	if apierrors.IsAlreadyExists(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("mark cluster as bootstrapping %s: %w", cfg.Environment, err)
-	}
-	return nil
+	return envmarker.Check(ctx, c.Client, environment)
 }
 
 // Delete deletes the kind cluster and its state.

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"cluster-init.dev/cluster-init/internal/envmarker"
 	"cluster-init.dev/cluster-init/internal/testenv"
 )
 
@@ -38,14 +39,14 @@ func TestAKindClusterIsOwnedByItsMarkerOrAnInterruptedCreation(t *testing.T) {
 		t.Errorf("no marker, its creation for %s interrupted: %v", env, err)
 	}
 
-	if err := WriteMarker(ctx, c, "rke2-capd"); err != nil {
+	if err := envmarker.Write(ctx, c.Client, "rke2-capd"); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Owns(ctx, c, name, env); err == nil || !strings.Contains(err.Error(), `bootstraps environment "rke2-capd"`) {
 		t.Errorf("marked for another environment: %v", err)
 	}
 	other := testenv.Start(t, "kind-marked")
-	if err := WriteMarker(ctx, other, env); err != nil {
+	if err := envmarker.Write(ctx, other.Client, env); err != nil {
 		t.Fatal(err)
 	}
 	if err := New(t.TempDir(), func(string) {}).Owns(ctx, other, name, env); err != nil {
