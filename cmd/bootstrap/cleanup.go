@@ -9,7 +9,6 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/cleanup"
 	"cluster-init.dev/cluster-init/internal/kindcluster"
-	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/termtext"
 )
 
@@ -63,7 +62,6 @@ values, and works whatever they are.`,
 				Environment: w.Env.Name,
 				State:       dir,
 				Kind:        v.BootstrapCluster.Name,
-				Namespace:   names.Namespace,
 				Cluster:     v.Cluster.Name,
 				CAPD:        v.Cluster.OnDocker(),
 				Bootstrap:   g.common(w, dir, 30*time.Minute, "", printer),

@@ -4,20 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
-	"github.com/fluxcd/pkg/apis/meta"
 	"github.com/spf13/cobra"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	appsv1alpha1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/progress"
-	"cluster-init.dev/cluster-init/internal/revisions"
 	"cluster-init.dev/cluster-init/internal/status"
-	"cluster-init.dev/cluster-init/internal/termtext"
 	"cluster-init.dev/cluster-init/internal/values"
 )
 
@@ -62,7 +55,7 @@ bootstrap cluster before the pivot) live, as bootstrap shows them, until interru
 					progress.WriteStatus(cmd.OutOrStdout(), fmt.Sprintf("%s, %s cluster (%s)", w.Env.Name, c.Name, c.Config.Host), snap)
 				}
 				progress.WriteWorkloadClusters(cmd.OutOrStdout(), look.Tenants)
-				writeApplications(cmd.OutOrStdout(), look.Apps, look.Revisions)
+				progress.WriteApplications(cmd.OutOrStdout(), look.Apps, look.Revisions)
 			}
 			return errors.Join(unread...)
 		},
@@ -133,33 +126,4 @@ func (g *globals) openClusters(env, kubeconfig, kubeContext string) (*workspace,
 	}
 	clusters, err := status.Clusters(dir, w.Env.Name, v.BootstrapCluster.Name)
 	return w, v, clusters, err
-}
-
-// writeApplications prints each application with its summed state and every cluster it is on;
-// each line escaped whole: most of it is the tenants' text.
-func writeApplications(w io.Writer, apps []appsv1alpha1.Application, revs map[string]map[string]revisions.Revision) {
-	if len(apps) == 0 {
-		return
-	}
-	fmt.Fprintln(w, "\napplications:")
-	for _, a := range apps {
-		state := "not placed yet"
-		if c := apimeta.FindStatusCondition(a.Status.Conditions, meta.ReadyCondition); c != nil {
-			state = c.Message
-			if c.Status == metav1.ConditionTrue {
-				state = "Ready, " + state
-			}
-		}
-		fmt.Fprintf(w, "  %s\n", termtext.Line(fmt.Sprintf("%s/%s: %s", a.Namespace, a.Name, state)))
-		for _, p := range a.Status.Placements {
-			line := fmt.Sprintf("    %s: %s", p.Cluster, p.State)
-			if p.Message != "" {
-				line += " (" + p.Message + ")"
-			}
-			if rev := revs[a.Namespace+"/"+a.Name][p.Cluster].String(); rev != "" {
-				line += ", commit " + rev
-			}
-			fmt.Fprintln(w, termtext.Line(line))
-		}
-	}
 }

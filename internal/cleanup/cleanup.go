@@ -24,6 +24,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/managementstate"
+	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/progress"
 	"cluster-init.dev/cluster-init/internal/reconcileerrors"
 	"cluster-init.dev/cluster-init/internal/records"
@@ -40,7 +41,7 @@ type Target struct {
 	// whether a cleanup may run at all (standalone.HoldForCleanup).
 	State     statedir.Dir
 	Kind      string // the kind cluster's name
-	Namespace string // where the Cluster API cluster is defined
+	Namespace string // where the Cluster API cluster is defined; the release's namespace if empty
 	Cluster   string // the Cluster API cluster's name
 	CAPD      bool   // its machines are containers of this host
 	// Bootstrap is what a bootstrap of the environment is given (the checkout, its values, the
@@ -81,6 +82,9 @@ func Run(ctx context.Context, kind KindClusters, containers Containers, t Target
 			err = rerr
 		}
 	}()
+	if t.Namespace == "" {
+		t.Namespace = names.Namespace
+	}
 	if t.flux == nil {
 		t.flux = t.renderFlux
 	}
