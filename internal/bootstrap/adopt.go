@@ -18,7 +18,6 @@ import (
 	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/render"
-	"cluster-init.dev/cluster-init/internal/standalone"
 	"cluster-init.dev/cluster-init/internal/validate"
 )
 
@@ -32,56 +31,36 @@ func Adopt(ctx context.Context, opts AdoptOptions) (*Result, error) {
 	if opts.Kubeconfig == "" {
 		return &Result{}, errors.New("--adopt: name the cluster to adopt with --kubeconfig FILE (and --kube-context)")
 	}
-	if err := standalone.RefuseCreated(opts.StateDir.Standalone(), opts.Env.Name); err != nil {
-		return &Result{}, err
-	}
-	s, err := newSession(opts.Common, opts.Source)
+	s, err := newSessionBesideStandalone(opts.Common, opts.Source)
 	if err != nil {
 		return &Result{}, err
 	}
 	defer s.close()
 
-	var (
-		plan *render.Result
-		mc   *bootstrapCluster // the adopted cluster
-		src  *publishedSource
-	)
+	f := &flow{s: s}
 	return s.run(ctx, opts.Until, []phase{
-		{"validate", func(ctx context.Context) (err error) {
-			if src, err = planSource(ctx, s); err != nil {
-				return err
-			}
-			plan, err = validateAdopted(ctx, s, src)
-			return err
-		}},
+		{"validate", f.validate(validateAdopted)},
 		{"cluster", func(ctx context.Context) (err error) {
-			mc, err = connectAdopted(ctx, s, plan, opts)
+			f.bc, err = connectAdopted(ctx, s, f.plan, opts)
 			return err
 		}},
-		{"flux", func(ctx context.Context) error {
-			return installFlux(ctx, s, mc)
-		}},
-		{"source", func(ctx context.Context) (err error) {
-			src, err = publishSource(ctx, s, mc, plan.Settings, src)
-			return err
-		}},
+		{"flux", f.flux},
+		{"source", f.source},
 		{"environment", func(ctx context.Context) error {
-			if err := applyRelease(ctx, s, mc.cluster, plan, src); err != nil {
+			if err := applyRelease(ctx, s, f.bc.cluster, f.plan, f.src); err != nil {
 				return err
 			}
 			// The state goes in once its namespace exists (applied with the release): the release,
 			// which reads it last, then renders as adopted from its first upgrade on.
-			if err := managementstate.Write(ctx, mc.cluster.Client, names.FieldManager, managementstate.State{Adopted: true}); err != nil {
+			if err := managementstate.Write(ctx, f.bc.cluster.Client, names.FieldManager, managementstate.State{Adopted: true}); err != nil {
 				return err
 			}
-			return reconcileRelease(ctx, s, mc.cluster)
+			return reconcileRelease(ctx, s, f.bc.cluster)
 		}},
-		{"units", func(ctx context.Context) error {
-			return followUnits(ctx, s, mc, plan.Settings)
-		}},
+		{"units", f.units},
 		{"finish", func(ctx context.Context) error {
 			s.result.Management = s.opts.StateDir.Environment(s.opts.Env.Name).ManagementKubeconfig()
-			s.out.Log("%s is the management cluster of %s: its Flux reconciles its own units; Cluster API does not manage it", mc.cluster.Config.Host, s.opts.Env.Name)
+			s.out.Log("%s is the management cluster of %s: its Flux reconciles its own units; Cluster API does not manage it", f.bc.cluster.Config.Host, s.opts.Env.Name)
 			s.out.Log("kubeconfig of the management cluster (mode 0600): %s", s.result.Management)
 			return nil
 		}},

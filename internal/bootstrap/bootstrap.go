@@ -26,7 +26,6 @@ import (
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/progress"
 	"cluster-init.dev/cluster-init/internal/render"
-	"cluster-init.dev/cluster-init/internal/standalone"
 	"cluster-init.dev/cluster-init/internal/values"
 )
 
@@ -49,33 +48,24 @@ func Run(ctx context.Context, opts CreateOptions) (*Result, error) {
 		// The existing cluster keeps managing the new one: nothing to pivot.
 		opts.Overrides = append(opts.Overrides, values.FromMap("(--kubeconfig: no pivot)", map[string]any{"pivot": false}))
 	}
-	if err := standalone.RefuseCreated(opts.StateDir.Standalone(), opts.Env.Name); err != nil {
-		return &Result{}, err
-	}
-	s, err := newSession(opts.Common, opts.Source)
+	s, err := newSessionBesideStandalone(opts.Common, opts.Source)
 	if err != nil {
 		return &Result{}, err
 	}
 	defer s.close()
-	c := &creation{s: s}
-	return s.run(ctx, opts.Until, []phase{
-		{"validate", func(ctx context.Context) error {
-			if opts.Kubeconfig == "" {
-				if err := refuseSelfManaged(ctx, opts.StateDir, opts.Env.Name); err != nil {
-					return err
-				}
+	c := &flow{s: s}
+	validate := func(ctx context.Context) error {
+		if opts.Kubeconfig == "" {
+			if err := refuseSelfManaged(ctx, opts.StateDir, opts.Env.Name); err != nil {
+				return err
 			}
-			return c.validate(ctx)
-		}},
-		{"bootstrap cluster", c.bootstrapCluster(existingCluster{opts.Kubeconfig, opts.Context})},
-		{"flux", c.flux},
-		{"source", c.source},
-		{"environment", c.environment},
-		{"units", c.units},
-		{"finish", func(ctx context.Context) error {
+		}
+		return c.validate(validateBootstrap)(ctx)
+	}
+	return s.run(ctx, opts.Until, append(c.upToUnits(validate, existingCluster{opts.Kubeconfig, opts.Context}),
+		phase{"finish", func(ctx context.Context) error {
 			return finish(ctx, s, c.bc, c.plan.Settings, opts.KeepBootstrap)
-		}},
-	})
+		}}))
 }
 
 // Standalone creates the environment's cluster as a standalone cluster: no pivot, its definitions
@@ -92,18 +82,11 @@ func Standalone(ctx context.Context, opts StandaloneOptions) (*Result, error) {
 	if done, err := sa.Start(); err != nil || done {
 		return s.result, err
 	}
-	c := &creation{s: s}
-	return s.run(ctx, opts.Until, []phase{
-		{"validate", c.validate},
-		{"bootstrap cluster", c.bootstrapCluster(existingCluster{})},
-		{"flux", c.flux},
-		{"source", c.source},
-		{"environment", c.environment},
-		{"units", c.units},
-		{"finish", func(ctx context.Context) error {
+	c := &flow{s: s}
+	return s.run(ctx, opts.Until, append(c.upToUnits(c.validate(validateBootstrap), existingCluster{}),
+		phase{"finish", func(ctx context.Context) error {
 			return keepStandalone(ctx, s, c.bc, c.plan, sa, opts)
-		}},
-	})
+		}}))
 }
 
 // TakeBack makes the kind cluster a self-managed management cluster is taken back into to be
@@ -114,23 +97,13 @@ func Standalone(ctx context.Context, opts StandaloneOptions) (*Result, error) {
 // itself. Run again, it continues with the kind cluster that exists.
 func TakeBack(ctx context.Context, opts TakeBackOptions) (*kube.Cluster, *Result, error) {
 	opts.Overrides = append(opts.Overrides, values.FromMap("(cleanup: the providers only, to take the cluster back)", map[string]any{"providers_only": true}))
-	if err := standalone.RefuseCreated(opts.StateDir.Standalone(), opts.Env.Name); err != nil {
-		return nil, &Result{}, err
-	}
-	s, err := newSession(opts.Common, opts.Source)
+	s, err := newSessionBesideStandalone(opts.Common, opts.Source)
 	if err != nil {
 		return nil, &Result{}, err
 	}
 	defer s.close()
-	c := &creation{s: s}
-	res, err := s.run(ctx, "", []phase{
-		{"validate", c.validate},
-		{"bootstrap cluster", c.bootstrapCluster(existingCluster{})},
-		{"flux", c.flux},
-		{"source", c.source},
-		{"environment", c.environment},
-		{"units", c.units},
-	})
+	c := &flow{s: s}
+	res, err := s.run(ctx, "", c.upToUnits(c.validate(validateBootstrap), existingCluster{}))
 	if err != nil {
 		return nil, res, err
 	}
@@ -142,40 +115,58 @@ func TakeBack(ctx context.Context, opts TakeBackOptions) (*kube.Cluster, *Result
 	return kc, res, nil
 }
 
-// creation is what the phases that create a cluster from a bootstrap cluster hand each other;
-// each verb lists the phases it runs (Run, Standalone, TakeBack).
-type creation struct {
+// flow is what the phases of one verb hand each other: the plan of the validation, the cluster
+// the units run in (the bootstrap cluster, the adopted one, the management cluster) and the
+// source. Each verb lists the phases it runs, these shared ones among them.
+type flow struct {
 	s    *session
 	plan *render.Result
 	bc   *bootstrapCluster
 	src  *publishedSource
 }
 
-// validate plans the source and validates the environment: the plan the other phases follow.
-func (c *creation) validate(ctx context.Context) (err error) {
-	if c.src, err = planSource(ctx, c.s); err != nil {
+// upToUnits are the phases of every creation of a cluster from a bootstrap cluster (Run,
+// Standalone, TakeBack), from validate (the verb's, with its own checks before) to units; each
+// verb appends what it does once they are done.
+func (c *flow) upToUnits(validate func(context.Context) error, existing existingCluster) []phase {
+	return []phase{
+		{"validate", validate},
+		{"bootstrap cluster", c.bootstrapCluster(existing)},
+		{"flux", c.flux},
+		{"source", c.source},
+		{"environment", c.environment},
+		{"units", c.units},
+	}
+}
+
+// validate plans the source and validates the environment with check: the plan the other
+// phases follow.
+func (c *flow) validate(check func(context.Context, *session, *publishedSource) (*render.Result, error)) func(context.Context) error {
+	return func(ctx context.Context) (err error) {
+		if c.src, err = planSource(ctx, c.s); err != nil {
+			return err
+		}
+		c.plan, err = check(ctx, c.s, c.src)
 		return err
 	}
-	c.plan, err = validateBootstrap(ctx, c.s, c.src)
-	return err
 }
 
 // bootstrapCluster makes (or finds) the kind cluster, or connects to the existing one given.
-func (c *creation) bootstrapCluster(existing existingCluster) func(context.Context) error {
+func (c *flow) bootstrapCluster(existing existingCluster) func(context.Context) error {
 	return func(ctx context.Context) (err error) {
 		c.bc, err = ensureBootstrapCluster(ctx, c.s, c.plan, existing)
 		return err
 	}
 }
 
-func (c *creation) flux(ctx context.Context) error { return installFlux(ctx, c.s, c.bc) }
+func (c *flow) flux(ctx context.Context) error { return installFlux(ctx, c.s, c.bc) }
 
-func (c *creation) source(ctx context.Context) (err error) {
+func (c *flow) source(ctx context.Context) (err error) {
 	c.src, err = publishSource(ctx, c.s, c.bc, c.plan.Settings, c.src)
 	return err
 }
 
-func (c *creation) environment(ctx context.Context) error {
+func (c *flow) environment(ctx context.Context) error {
 	if c.src.pivotStarted {
 		c.s.out.Log("the pivot has started: the environment stays as it was applied")
 		return nil
@@ -183,6 +174,6 @@ func (c *creation) environment(ctx context.Context) error {
 	return applyRelease(ctx, c.s, c.bc.cluster, c.plan, c.src)
 }
 
-func (c *creation) units(ctx context.Context) error {
+func (c *flow) units(ctx context.Context) error {
 	return followUnits(ctx, c.s, c.bc, c.plan.Settings)
 }

@@ -13,6 +13,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/records"
 	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/values"
 )
 
 // connectManagement connects to the management cluster the bootstrap wrote the kubeconfig of (or
@@ -55,65 +56,56 @@ func Apply(ctx context.Context, opts ApplyOptions) (*Result, error) {
 	}
 	defer s.close()
 
-	var (
-		plan  *render.Result
-		mc    *bootstrapCluster // the management cluster: the cluster whose units are followed
-		src   *publishedSource
-		state managementstate.State
-	)
+	f := &flow{s: s} // its cluster: the management cluster, whose units are followed
+	var state managementstate.State
 	return s.run(ctx, "", []phase{
 		{"management cluster", func(ctx context.Context) (err error) {
 			// Its state says how its release renders: self-managed (its own definitions since the
 			// pivot) or adopted (none).
-			mc, state, err = connectManagement(ctx, s, existingCluster{opts.Kubeconfig, opts.Context})
+			f.bc, state, err = connectManagement(ctx, s, existingCluster{opts.Kubeconfig, opts.Context})
 			return err
 		}},
-		{"validate", func(ctx context.Context) (err error) {
-			if src, err = planSource(ctx, s); err != nil {
-				return err
-			}
-			plan, err = validateManagement(ctx, s, src, state)
-			return err
-		}},
-		{"source", func(ctx context.Context) (err error) {
-			src, err = publishSource(ctx, s, mc, plan.Settings, src)
-			return err
-		}},
+		{"validate", f.validate(func(ctx context.Context, s *session, src *publishedSource) (*render.Result, error) {
+			return validateManagement(ctx, s, src, state)
+		})},
+		{"source", f.source},
 		{"environment", func(ctx context.Context) error {
-			if err := applyRelease(ctx, s, mc.cluster, plan, src); err != nil {
+			if err := applyRelease(ctx, s, f.bc.cluster, f.plan, f.src); err != nil {
 				return err
 			}
-			return reconcileRelease(ctx, s, mc.cluster)
+			return reconcileRelease(ctx, s, f.bc.cluster)
 		}},
-		{"units", func(ctx context.Context) error {
-			return followUnits(ctx, s, mc, plan.Settings)
-		}},
+		{"units", f.units},
 		{"machines", func(ctx context.Context) error {
 			if state.Adopted {
 				s.out.Log("the management cluster is adopted: its machines are not Cluster API's")
 				return nil
 			}
-			// The nodes are read from the cluster itself, through the kubeconfig Cluster API
-			// wrote (the management cluster when it is self-managed).
-			name := plan.Settings.Cluster.Name
-			nodes, err := kube.ClusterAPICluster(ctx, mc.cluster.Client, names.Namespace, name)
-			if err != nil {
-				return fmt.Errorf("connect to cluster %s to read its nodes: %w", name, err)
-			}
-			v, err := machines.WaitSettled(ctx, mc.cluster.Client, nodes.Client, machines.Settling{
-				Namespace: names.Namespace, Name: name, Timeout: 30 * time.Minute, Interval: pollInterval, Progress: s.out.Waiting,
-			})
-			if err != nil {
-				return err
-			}
-			s.out.Log("cluster %s has its %d machines ready", name, len(v.Machines))
-			// New machines have new names: cleanup must know them even if the cluster is gone.
-			if plan.Settings.Cluster.OnDocker() {
-				if err := records.RecordContainers(ctx, s.opts.StateDir.Environment(s.opts.Env.Name).ContainersRecord(), mc.cluster.Client); err != nil {
-					s.out.Log("could not record the containers of %s for cleanup: %v", plan.Settings.Cluster.Name, err)
-				}
-			}
-			return nil
+			return waitForMachines(ctx, s, f.bc, f.plan.Settings)
 		}},
 	})
+}
+
+// waitForMachines waits until the management cluster's machines have settled, its nodes read from
+// the cluster itself through the kubeconfig Cluster API wrote, and records their containers.
+func waitForMachines(ctx context.Context, s *session, mc *bootstrapCluster, v values.Settings) error {
+	name := v.Cluster.Name
+	nodes, err := kube.ClusterAPICluster(ctx, mc.cluster.Client, names.Namespace, name)
+	if err != nil {
+		return fmt.Errorf("connect to cluster %s to read its nodes: %w", name, err)
+	}
+	view, err := machines.WaitSettled(ctx, mc.cluster.Client, nodes.Client, machines.Settling{
+		Namespace: names.Namespace, Name: name, Timeout: 30 * time.Minute, Interval: pollInterval, Progress: s.out.Waiting,
+	})
+	if err != nil {
+		return err
+	}
+	s.out.Log("cluster %s has its %d machines ready", name, len(view.Machines))
+	// New machines have new names: cleanup must know them even if the cluster is gone.
+	if v.Cluster.OnDocker() {
+		if err := records.RecordContainers(ctx, s.opts.StateDir.Environment(s.opts.Env.Name).ContainersRecord(), mc.cluster.Client); err != nil {
+			s.out.Log("could not record the containers of %s for cleanup: %v", name, err)
+		}
+	}
+	return nil
 }

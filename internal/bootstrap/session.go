@@ -14,6 +14,7 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/progress"
 	"cluster-init.dev/cluster-init/internal/render"
+	"cluster-init.dev/cluster-init/internal/standalone"
 )
 
 // session is what every phase of one command shares and none changes: the options every verb
@@ -47,6 +48,15 @@ func newSession(opts Common, source string) (*session, error) {
 		s.renderer = r
 	}
 	return s, nil
+}
+
+// newSessionBesideStandalone starts a command that makes the environment's management cluster:
+// refused while the environment has a standalone cluster (its state says so).
+func newSessionBesideStandalone(opts Common, source string) (*session, error) {
+	if err := standalone.RefuseCreated(opts.StateDir.Standalone(), opts.Env.Name); err != nil {
+		return nil, err
+	}
+	return newSession(opts, source)
 }
 
 func (s *session) close() {

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/kubeconfigreaders"
@@ -41,18 +40,9 @@ func Run(opts Options) error {
 	if err != nil {
 		return fmt.Errorf("in-cluster configuration: %w", err)
 	}
-	scheme, err := kube.Scheme()
-	if err != nil {
-		return err
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:  ":8081",
-		LeaderElection:          true,
-		LeaderElectionID:        "cluster-init-placement",
-		LeaderElectionNamespace: opts.Namespace,
-		Cache:                   cache.Options{ByObject: kubeconfigreaders.CacheOptions()},
+	mgr, err := kube.NewManager(cfg, "cluster-init-placement", opts.Namespace, ctrl.Options{
+		HealthProbeBindAddress: ":8081",
+		Cache:                  cache.Options{ByObject: kubeconfigreaders.CacheOptions()},
 	})
 	if err != nil {
 		return fmt.Errorf("controller manager: %w", err)

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"cluster-init.dev/cluster-init/internal/boundedfile"
 	"cluster-init.dev/cluster-init/internal/kube"
@@ -52,17 +51,8 @@ type Options struct {
 // the checked artifacts, and the removal of the shards of tenants that are gone
 // (internal/tenantshards).
 func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
-	scheme, err := kube.Scheme()
-	if err != nil {
-		return err
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:  opts.Probes,
-		LeaderElection:          true,
-		LeaderElectionID:        "cluster-init-tenant-sources",
-		LeaderElectionNamespace: opts.Namespace,
+	mgr, err := kube.NewManager(cfg, "cluster-init-tenant-sources", opts.Namespace, ctrl.Options{
+		HealthProbeBindAddress: opts.Probes,
 		// A pod that goes lets the next one lead at once, not after the lease expires.
 		LeaderElectionReleaseOnCancel: true,
 		// The tenants' sources are in the platform's namespace: nothing else is cached of them.
