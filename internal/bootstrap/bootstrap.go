@@ -54,15 +54,11 @@ func Run(ctx context.Context, opts CreateOptions) (*Result, error) {
 	}
 	defer s.close()
 	c := &flow{s: s}
-	validate := func(ctx context.Context) error {
-		if opts.Kubeconfig == "" {
-			if err := refuseSelfManaged(ctx, opts.StateDir, opts.Env.Name); err != nil {
-				return err
-			}
-		}
-		return c.validate(validateBootstrap)(ctx)
+	check := validateNew
+	if opts.Kubeconfig != "" {
+		check = validateBootstrap // the cluster given makes the new one, and keeps managing it
 	}
-	return s.run(ctx, opts.Until, append(c.upToUnits(validate, existingCluster{opts.Kubeconfig, opts.Context}),
+	return s.run(ctx, opts.Until, append(c.upToUnits(c.validate(check), existingCluster{opts.Kubeconfig, opts.Context}),
 		phase{"finish", func(ctx context.Context) error {
 			return finish(ctx, s, c.bc, c.plan.Settings, opts.KeepBootstrap)
 		}}))
@@ -83,7 +79,7 @@ func Standalone(ctx context.Context, opts StandaloneOptions) (*Result, error) {
 		return s.result, err
 	}
 	c := &flow{s: s}
-	return s.run(ctx, opts.Until, append(c.upToUnits(c.validate(validateBootstrap), existingCluster{}),
+	return s.run(ctx, opts.Until, append(c.upToUnits(c.validate(validateNew), existingCluster{}),
 		phase{"finish", func(ctx context.Context) error {
 			return keepStandalone(ctx, s, c.bc, c.plan, sa, opts)
 		}}))
@@ -125,9 +121,20 @@ type flow struct {
 	src  *publishedSource
 }
 
+// validateNew is validateBootstrap for a cluster made from a new kind cluster (Run without
+// --kubeconfig, Standalone): refused while the environment has its management cluster, which a
+// new kind cluster would make a second of. A take-back's kind cluster is made beside it on
+// purpose, and validates with validateBootstrap alone.
+func validateNew(ctx context.Context, s *session, src *publishedSource) (*render.Result, error) {
+	if err := refuseSelfManaged(ctx, s.opts.StateDir, s.opts.Env.Name); err != nil {
+		return nil, err
+	}
+	return validateBootstrap(ctx, s, src)
+}
+
 // upToUnits are the phases of every creation of a cluster from a bootstrap cluster (Run,
-// Standalone, TakeBack), from validate (the verb's, with its own checks before) to units; each
-// verb appends what it does once they are done.
+// Standalone, TakeBack), from validate (with the verb's check) to units; each verb appends what
+// it does once they are done.
 func (c *flow) upToUnits(validate func(context.Context) error, existing existingCluster) []phase {
 	return []phase{
 		{"validate", validate},
