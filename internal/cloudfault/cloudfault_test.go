@@ -2,8 +2,6 @@ package cloudfault_test
 
 import (
 	"errors"
-	"net/http/httptest"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +20,7 @@ import (
 	"cluster-init.dev/cluster-init/internal/cloudfault"
 	"cluster-init.dev/cluster-init/internal/testenv"
 	"cluster-init.dev/cluster-init/tools/testbed/openstack/cloud"
+	"cluster-init.dev/cluster-init/tools/testbed/openstack/cloud/cloudtest"
 )
 
 const (
@@ -115,35 +114,15 @@ func TestTheCloudSaysWhyItFailedAServer(t *testing.T) {
 // returns its URL and a compute client of its project.
 func simulatedCloud(t *testing.T) (string, *gophercloud.ServiceClient) {
 	t.Helper()
-	srv := httptest.NewUnstartedServer(nil)
-	srv.Start()
-	c, err := cloud.New(cloud.Config{
-		PublicURL: srv.URL, Domain: "Default", Project: "cluster-init", User: "admin", Password: "admin-password",
-		ApplicationCredentialID: appCredID, ApplicationCredentialSecret: appCredSecret,
-		ExternalNetwork: cloud.ExternalNetwork{Name: "public", CIDR: netip.MustParsePrefix("172.18.0.0/16"),
-			PoolStart: netip.MustParseAddr("172.18.201.1"), PoolEnd: netip.MustParseAddr("172.18.201.254")},
-		Images:   []cloud.Image{{Name: "ubuntu-2404-kube-v1.37.0", DockerImage: "kindest/node:v1.37.0"}},
-		KeyPairs: []string{"testbed"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Config.Handler = c.Handler()
-	t.Cleanup(func() { srv.Close(); c.Close() })
+	c := cloudtest.Start(t, appCredID, appCredSecret, nil)
 	if err := c.Inject(cloud.Fault{Kind: "server-error", Name: "^doomed", Count: 1}); err != nil {
 		t.Fatal(err)
 	}
-	provider, err := openstack.AuthenticatedClient(t.Context(), gophercloud.AuthOptions{
-		IdentityEndpoint: srv.URL + "/identity/v3", ApplicationCredentialID: appCredID, ApplicationCredentialSecret: appCredSecret,
-	})
+	compute, err := openstack.NewComputeV2(c.Provider, gophercloud.EndpointOpts{Region: "RegionOne"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	compute, err := openstack.NewComputeV2(provider, gophercloud.EndpointOpts{Region: "RegionOne"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return srv.URL, compute
+	return c.URL, compute
 }
 
 // bootInError creates a server that the cloud puts in ERROR and returns its ID once it is.

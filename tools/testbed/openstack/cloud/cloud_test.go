@@ -3,7 +3,6 @@ package cloud_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"slices"
 	"strings"
@@ -26,6 +25,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
 
 	"cluster-init.dev/cluster-init/tools/testbed/openstack/cloud"
+	"cluster-init.dev/cluster-init/tools/testbed/openstack/cloud/cloudtest"
 )
 
 const (
@@ -83,40 +83,19 @@ type testCloud struct {
 
 func start(t *testing.T) *testCloud {
 	t.Helper()
-	srv := httptest.NewUnstartedServer(nil)
-	srv.Start()
 	m := &machines{booted: map[string]cloud.MachineSpec{}, addrs: map[string][]netip.Addr{}}
-	c, err := cloud.New(cloud.Config{
-		PublicURL: srv.URL, Domain: "Default", Project: "cluster-init", User: "admin", Password: "admin-password",
-		ApplicationCredentialID: appCredID, ApplicationCredentialSecret: appCredSecret,
-		ExternalNetwork: cloud.ExternalNetwork{Name: "public", CIDR: netip.MustParsePrefix("172.18.0.0/16"),
-			PoolStart: netip.MustParseAddr("172.18.201.1"), PoolEnd: netip.MustParseAddr("172.18.201.254")},
-		Images:   []cloud.Image{{Name: "ubuntu-2404-kube-v1.37.0", DockerImage: "kindest/node:v1.37.0"}},
-		KeyPairs: []string{"testbed"},
-		Machines: m,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Config.Handler = c.Handler()
-	t.Cleanup(func() { srv.Close(); c.Close() })
-	ctx := context.Background()
-	provider, err := openstack.AuthenticatedClient(ctx, gophercloud.AuthOptions{
-		IdentityEndpoint: srv.URL + "/identity/v3", ApplicationCredentialID: appCredID, ApplicationCredentialSecret: appCredSecret,
-	})
-	if err != nil {
-		t.Fatalf("authenticate with the application credential: %v", err)
-	}
-	tc := &testCloud{Cloud: c, url: srv.URL, machines: m, provider: provider}
+	running := cloudtest.Start(t, appCredID, appCredSecret, m)
+	tc := &testCloud{Cloud: running.Cloud, url: running.URL, machines: m, provider: running.Provider}
 	eo := gophercloud.EndpointOpts{Region: "RegionOne"}
-	if tc.compute, err = openstack.NewComputeV2(provider, eo); err != nil {
+	var err error
+	if tc.compute, err = openstack.NewComputeV2(running.Provider, eo); err != nil {
 		t.Fatal(err)
 	}
 	tc.compute.Microversion = "2.60"
-	if tc.network, err = openstack.NewNetworkV2(provider, eo); err != nil {
+	if tc.network, err = openstack.NewNetworkV2(running.Provider, eo); err != nil {
 		t.Fatal(err)
 	}
-	if tc.image, err = openstack.NewImageV2(provider, eo); err != nil {
+	if tc.image, err = openstack.NewImageV2(running.Provider, eo); err != nil {
 		t.Fatal(err)
 	}
 	return tc
