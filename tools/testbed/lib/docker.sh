@@ -276,19 +276,22 @@ network_takes_fixed_addresses() {
 # create_kind_network NET: see ensure_kind_network. The IPv4 subnet is the first of Docker's
 # default local pools (172.18-31.0.0/16, then 192.168.N.0/24) that no other network holds.
 create_kind_network() {
-  local net=$1 args=(-d=bridge -o com.docker.network.bridge.enable_ip_masquerade=true) mtu out v4 v6 attempt=0 ipv6=true
+  local net=$1 args=(-d=bridge -o com.docker.network.bridge.enable_ip_masquerade=true) mtu out v4 gw v6 attempt=0 ipv6=true
   mtu=$(docker network inspect bridge -f '{{ index .Options "com.docker.network.driver.mtu" }}' 2>/dev/null || true)
   if [[ $mtu =~ ^[0-9]+$ ]] && ((mtu > 0)); then args+=(-o "com.docker.network.driver.mtu=$mtu"); fi
   for v4 in $(ipv4_candidates); do
+    # Named, as Docker would pick it (the subnet's first address): an engine lists the gateway
+    # of a subnet given by hand only when it was given too, and the simulated cloud reads it.
+    gw=$(first_host_address "$v4")
     while :; do
       if $ipv6; then
         v6=$(ula_subnet "$net" "$attempt")
-        out=$(docker network create "${args[@]}" --subnet "$v4" --ipv6 --subnet "$v6" "$net" 2>&1) && {
+        out=$(docker network create "${args[@]}" --subnet "$v4" --gateway "$gw" --ipv6 --subnet "$v6" "$net" 2>&1) && {
           log "created docker network $net (IPv4 $v4, IPv6 $v6)"
           return 0
         }
       else
-        out=$(docker network create "${args[@]}" --subnet "$v4" "$net" 2>&1) && {
+        out=$(docker network create "${args[@]}" --subnet "$v4" --gateway "$gw" "$net" 2>&1) && {
           log "created docker network $net (IPv4 $v4; no IPv6 in this engine)"
           return 0
         }
@@ -324,6 +327,15 @@ ipv4_subnet_taken() {
   mapfile -t ids < <(docker network ls -q)
   docker network inspect "${ids[@]}" -f '{{range .IPAM.Config}}{{.Subnet}} {{end}}' 2>/dev/null |
     tr ' ' '\n' | grep -qxF "$1"
+}
+
+# first_host_address A.B.C.D/N: the lowest address of the subnet but its network address.
+first_host_address() {
+  local ip=${1%/*} bits=${1#*/} a b c d n
+  IFS=. read -r a b c d <<<"$ip"
+  n=$(((a << 24 | b << 16 | c << 8 | d) & ~((1 << (32 - bits)) - 1) & 0xffffffff))
+  n=$((n + 1))
+  printf '%d.%d.%d.%d' $((n >> 24 & 255)) $((n >> 16 & 255)) $((n >> 8 & 255)) $((n & 255))
 }
 
 # last_host_address A.B.C.D/N: the highest address of the subnet but its broadcast.

@@ -191,22 +191,34 @@ func dockerNetwork(name string) (netip.Addr, netip.Prefix, error) {
 	if err != nil {
 		return netip.Addr{}, netip.Prefix{}, fmt.Errorf("inspect the Docker network %s: %w", name, err)
 	}
+	return ipv4Of(name, out)
+}
+
+// ipv4Of reads the IPv4 gateway and subnet of a network from `docker network inspect`. An engine
+// lists no gateway for a subnet given by hand without one: it is then the subnet's first address,
+// the one Docker gives the bridge.
+func ipv4Of(name string, inspect []byte) (netip.Addr, netip.Prefix, error) {
 	var nets []struct {
 		IPAM struct {
 			Config []struct{ Subnet, Gateway string }
 		}
 	}
-	if err := json.Unmarshal(out, &nets); err != nil || len(nets) == 0 {
+	if err := json.Unmarshal(inspect, &nets); err != nil || len(nets) == 0 {
 		return netip.Addr{}, netip.Prefix{}, fmt.Errorf("read the Docker network %s: %v", name, err)
 	}
 	for _, c := range nets[0].IPAM.Config {
-		p, err1 := netip.ParsePrefix(c.Subnet)
-		g, err2 := netip.ParseAddr(c.Gateway)
-		if err1 == nil && err2 == nil && p.Addr().Is4() {
+		p, err := netip.ParsePrefix(c.Subnet)
+		if err != nil || !p.Addr().Is4() {
+			continue
+		}
+		if c.Gateway == "" {
+			return p.Masked().Addr().Next(), p, nil
+		}
+		if g, err := netip.ParseAddr(c.Gateway); err == nil {
 			return g, p, nil
 		}
 	}
-	return netip.Addr{}, netip.Prefix{}, fmt.Errorf("the Docker network %s has no IPv4 subnet with a gateway", name)
+	return netip.Addr{}, netip.Prefix{}, fmt.Errorf("the Docker network %s has no IPv4 subnet", name)
 }
 
 // BuildHelper builds the cloudinit-commands helper of the checkout at repo into dir and returns
