@@ -90,6 +90,24 @@ func TestBadInputsNameTheFileAndTheKey(t *testing.T) {
 			want:  []string{"kubeadm-capd/values.yaml:10:", "cluster.control_plane.replicas", "expected an odd number"},
 		},
 		{
+			name:  "three control plane machines on OpenStack without a load balancer",
+			base:  "kubeadm-capo",
+			edits: replaceIn("values.yaml", "    api_server_load_balancer:              # three control plane machines behind Octavia\n      enabled: true\n", ""),
+			want:  []string{"cluster.control_plane.replicas", "3 control plane machines on capo need cluster.capo.api_server_load_balancer.enabled: true"},
+		},
+		{
+			name:  "certificates rolled too late",
+			base:  "kubeadm-capd",
+			edits: replaceIn("values.yaml", "  control_plane:\n    replicas: 1", "  control_plane:\n    replicas: 1\n    roll_days_before_certificates_expire: 3"),
+			want:  []string{"kubeadm-capd/values.yaml:11:", "cluster.control_plane.roll_days_before_certificates_expire", "7 to 300"},
+		},
+		{
+			name:  "a health check that would replace a machine still starting",
+			base:  "kubeadm-capd",
+			edits: appendValues("  health_checks:\n    node_startup_timeout_seconds: 60\n"),
+			want:  []string{"kubeadm-capd/values.yaml:", "cluster.health_checks.node_startup_timeout_seconds", "300 (5 minutes"},
+		},
+		{
 			name:  "malformed YAML in values",
 			base:  "kubeadm-capd",
 			edits: replaceIn("values.yaml", "  providers:\n", "  providers:\n   bad: [\n"),

@@ -3,6 +3,7 @@ package render_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -834,6 +835,76 @@ func TestTheProvidersOnlyForATakeBack(t *testing.T) {
 	for _, u := range []string{"cluster-init", "cert-manager", "capi", "cabpk", "capd"} {
 		if !enabled[u] {
 			t.Errorf("unit %s is not enabled: the take-back needs the providers", u)
+		}
+	}
+}
+
+// The values of a highly available cluster reach its definitions: the health checks' timeouts and
+// share of workers, the certificates' roll, and on OpenStack the API behind a load balancer.
+func TestHighAvailabilityValuesReachTheClusterDefinitions(t *testing.T) {
+	root := testenv.Checkout(t)
+	for _, tc := range []struct {
+		env     string
+		cluster map[string]any
+		want    map[string]string // kind/name field path -> value, as JSON
+	}{
+		{"kubeadm-capd", nil, map[string]string{
+			"MachineHealthCheck/management-control-plane spec.checks.nodeStartupTimeoutSeconds":           "1200",
+			"MachineHealthCheck/management-workers spec.checks.unhealthyNodeConditions":                   `[{"status":"Unknown","timeoutSeconds":300,"type":"Ready"}]`,
+			"MachineHealthCheck/management-workers spec.remediation.triggerIf.unhealthyLessThanOrEqualTo": "1",
+			"KubeadmControlPlane/management-control-plane spec.rollout.before.certificatesExpiryDays":      "30",
+			"KubeadmControlPlane/management-control-plane spec.replicas":                                   "1",
+		}},
+		{"kubeadm-capd", map[string]any{
+			"control_plane": map[string]any{"replicas": 3, "roll_days_before_certificates_expire": 60},
+			"workers":       map[string]any{"replicas": 10},
+			"health_checks": map[string]any{"node_startup_timeout_seconds": 600, "node_unreachable_timeout_seconds": 45, "workers_max_unhealthy_percent": 30},
+		}, map[string]string{
+			"MachineHealthCheck/management-control-plane spec.checks.nodeStartupTimeoutSeconds":           "600",
+			"MachineHealthCheck/management-control-plane spec.checks.unhealthyNodeConditions":             `[{"status":"Unknown","timeoutSeconds":45,"type":"Ready"}]`,
+			"MachineHealthCheck/management-workers spec.remediation.triggerIf.unhealthyLessThanOrEqualTo": "3",
+			"KubeadmControlPlane/management-control-plane spec.rollout.before.certificatesExpiryDays":      "60",
+			"KubeadmControlPlane/management-control-plane spec.replicas":                                   "3",
+		}},
+		{"kubeadm-capo", nil, map[string]string{
+			"OpenStackCluster/management spec.apiServerLoadBalancer": `{"enabled":true}`,
+			"KubeadmControlPlane/management-control-plane spec.replicas": "3",
+		}},
+		{"kubeadm-capo", map[string]any{
+			"control_plane": map[string]any{"replicas": 1},
+			"capo":          map[string]any{"api_server_load_balancer": map[string]any{"enabled": false}},
+		}, map[string]string{
+			"OpenStackCluster/management spec.apiServerLoadBalancer": "<none>",
+		}},
+	} {
+		env := testenv.Environment(t, root, tc.env)
+		var overrides []values.Layer
+		if tc.cluster != nil {
+			overrides = append(overrides, values.FromMap("(test)", map[string]any{"cluster": tc.cluster}))
+		}
+		res := renderEnv(t, root, env, render.ContextBootstrap, overrides...)
+		got := map[string]string{}
+		for _, o := range res.Objects {
+			for key := range tc.want {
+				ref, path, _ := strings.Cut(key, " ")
+				if o.Object.GetKind()+"/"+o.Object.GetName() != ref {
+					continue
+				}
+				v, found, err := unstructured.NestedFieldNoCopy(o.Object.Object, strings.Split(path, ".")...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got[key] = "<none>"
+				if found {
+					data, _ := json.Marshal(v)
+					got[key] = string(data)
+				}
+			}
+		}
+		for key, want := range tc.want {
+			if got[key] != want {
+				t.Errorf("%s %v: %s = %s, want %s", tc.env, tc.cluster, key, got[key], want)
+			}
 		}
 	}
 }

@@ -154,6 +154,8 @@ func capoAdmissionCases() []admissionCase {
 		{name: "a cluster on the management cluster's network", user: builderA, definition: "OpenStackCluster", edit: set("spec.network", map[string]any{"filter": map[string]any{"name": "k8s-clusterapi-cluster-cluster-init-wl-management"}}), refused: "spec.network"},
 		{name: "a cluster taking the management cluster's floating IP", user: builderA, definition: "OpenStackCluster", edit: set("spec.apiServerFloatingIP", "203.0.113.10"), refused: "spec.apiServerFloatingIP"},
 		{name: "a cluster pointing at the management cluster's API server", user: builderA, definition: "OpenStackCluster", edit: set("spec.controlPlaneEndpoint", map[string]any{"host": "203.0.113.10", "port": int64(6443)}), refused: "spec.controlPlaneEndpoint"},
+		{name: "a cluster without the load balancer the platform gives it (its API on one machine)", user: builderA, definition: "OpenStackCluster", edit: set("spec.apiServerLoadBalancer", map[string]any{"enabled": false}), refused: "spec.apiServerLoadBalancer.enabled: expected true"},
+		{name: "a cluster behind a load balancer of another network", user: builderA, definition: "OpenStackCluster", edit: set("spec.apiServerLoadBalancer", map[string]any{"enabled": true, "network": map[string]any{"filter": map[string]any{"name": "k8s-clusterapi-cluster-cluster-init-wl-management"}}}), refused: "spec.apiServerLoadBalancer.network"},
 		{name: "a cluster with a bastion", user: builderA, definition: "OpenStackCluster", edit: set("spec.bastion", map[string]any{"enabled": true}), refused: "spec.bastion"},
 		{name: "an OpenStackCluster named like the management cluster", user: builderA, definition: "OpenStackCluster", edit: set("metadata.name", "wl-management"), refused: "not a name of the tenant's"},
 

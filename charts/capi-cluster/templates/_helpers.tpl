@@ -15,7 +15,31 @@ capi-cluster.checks fails early, naming the values key, on what the templates ca
 {{- if and (eq $p.infrastructure "capo") (not .Values.cluster.capo.credentials_secret) (not (dig "openstack" "clouds_yaml" "" (.Values.credentials | default dict))) -}}
   {{- fail "credentials.openstack.clouds_yaml: required with the capo provider (in secrets.yaml)" -}}
 {{- end -}}
+{{- if and (eq $p.infrastructure "capo") (gt (int .Values.cluster.control_plane.replicas) 1) (not (dig "api_server_load_balancer" "enabled" false .Values.cluster.capo)) -}}
+  {{- fail (printf "cluster.control_plane.replicas: %d control plane machines on capo need cluster.capo.api_server_load_balancer.enabled: true (an Octavia load balancer in front of them): without it the cluster's endpoint is a floating IP on the first machine, and the cluster stops with it" (int .Values.cluster.control_plane.replicas)) -}}
+{{- end -}}
 {{- include "capi-cluster.versionSteps" . -}}
+{{- include "capi-cluster.loadBalancerKept" . -}}
+{{- end -}}
+
+{{/*
+capi-cluster.loadBalancerKept fails when a commit switches a running OpenStack cluster's API
+load balancer on or off: its endpoint (the floating IP of the load balancer, or of the first
+control plane machine) was fixed when it was created, and CAPO cannot move it. Offline, lookup
+finds nothing and there is nothing to compare.
+*/}}
+{{- define "capi-cluster.loadBalancerKept" -}}
+{{- $c := .Values.cluster -}}
+{{- if eq $c.providers.infrastructure "capo" -}}
+{{- $running := lookup "infrastructure.cluster.x-k8s.io/v1beta1" "OpenStackCluster" .Release.Namespace $c.name -}}
+{{- if $running -}}
+{{- $was := dig "spec" "apiServerLoadBalancer" "enabled" false $running -}}
+{{- $asked := dig "api_server_load_balancer" "enabled" false $c.capo -}}
+{{- if ne $was $asked -}}
+  {{- fail (printf "cluster.capo.api_server_load_balancer.enabled: %v, but cluster %s runs with %v: its endpoint was fixed when it was created; a cluster with the other endpoint is a new cluster" $asked $c.name $was) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/*

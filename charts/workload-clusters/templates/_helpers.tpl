@@ -90,7 +90,7 @@ cacert}) are empty but on OpenStack. The result holds secrets: never printed.
 {{- $cloudCreds := dict -}}
 {{- $tenantCloudCreds := dig "tenants" $ns "openstack" dict ($root.Values.credentials | default dict) -}}
 {{- if eq $infra "capo" -}}
-  {{- $capo = mergeOverwrite (pick $root.Values.cluster.capo "cloud_name" "image_name" "external_network_id" "ssh_key_name" "node_cidr" "dns_nameservers") ($t.capo | default dict) -}}
+  {{- $capo = mergeOverwrite (pick $root.Values.cluster.capo "cloud_name" "image_name" "external_network_id" "ssh_key_name" "node_cidr" "dns_nameservers" "api_server_load_balancer") ($t.capo | default dict) -}}
   {{- $_ := set $capo "credentials_secret" (include "workload-clusters.cloudCredentialsSecret" $root) -}}
   {{- $cloudCreds = $tenantCloudCreds | default (dig "openstack" dict ($root.Values.credentials | default dict)) -}}
   {{- if not $cloudCreds.clouds_yaml -}}
