@@ -852,8 +852,8 @@ func TestHighAvailabilityValuesReachTheClusterDefinitions(t *testing.T) {
 			"MachineHealthCheck/management-control-plane spec.checks.nodeStartupTimeoutSeconds":           "1200",
 			"MachineHealthCheck/management-workers spec.checks.unhealthyNodeConditions":                   `[{"status":"Unknown","timeoutSeconds":300,"type":"Ready"}]`,
 			"MachineHealthCheck/management-workers spec.remediation.triggerIf.unhealthyLessThanOrEqualTo": "1",
-			"KubeadmControlPlane/management-control-plane spec.rollout.before.certificatesExpiryDays":      "30",
-			"KubeadmControlPlane/management-control-plane spec.replicas":                                   "1",
+			"KubeadmControlPlane/management-control-plane spec.rollout.before.certificatesExpiryDays":     "30",
+			"KubeadmControlPlane/management-control-plane spec.replicas":                                  "1",
 		}},
 		{"kubeadm-capd", map[string]any{
 			"control_plane": map[string]any{"replicas": 3, "roll_days_before_certificates_expire": 60},
@@ -863,11 +863,11 @@ func TestHighAvailabilityValuesReachTheClusterDefinitions(t *testing.T) {
 			"MachineHealthCheck/management-control-plane spec.checks.nodeStartupTimeoutSeconds":           "600",
 			"MachineHealthCheck/management-control-plane spec.checks.unhealthyNodeConditions":             `[{"status":"Unknown","timeoutSeconds":45,"type":"Ready"}]`,
 			"MachineHealthCheck/management-workers spec.remediation.triggerIf.unhealthyLessThanOrEqualTo": "3",
-			"KubeadmControlPlane/management-control-plane spec.rollout.before.certificatesExpiryDays":      "60",
-			"KubeadmControlPlane/management-control-plane spec.replicas":                                   "3",
+			"KubeadmControlPlane/management-control-plane spec.rollout.before.certificatesExpiryDays":     "60",
+			"KubeadmControlPlane/management-control-plane spec.replicas":                                  "3",
 		}},
 		{"kubeadm-capo", nil, map[string]string{
-			"OpenStackCluster/management spec.apiServerLoadBalancer": `{"enabled":true}`,
+			"OpenStackCluster/management spec.apiServerLoadBalancer":     `{"enabled":true}`,
 			"KubeadmControlPlane/management-control-plane spec.replicas": "3",
 		}},
 		{"kubeadm-capo", map[string]any{
