@@ -34,9 +34,15 @@ type Config struct {
 	Images []Image
 	// KeyPairs are the Nova key pairs that exist (servers may name them).
 	KeyPairs []string
+	// AvailabilityZones are Nova's zones, the first one where a server that names none goes
+	// (default: nova). CAPO makes a failure domain of each.
+	AvailabilityZones []string
 	// Machines makes servers real; nil keeps them as records only (every server boots at once).
 	Machines Machines
-	Logger   *slog.Logger
+	// Balancers makes load balancers real; nil keeps them as records only (every change is
+	// applied at once, every member without health).
+	Balancers Balancers
+	Logger    *slog.Logger
 }
 
 // ExternalNetwork is the cloud's external network and the subnet its addresses come from.
@@ -61,6 +67,8 @@ type Machines interface {
 	// AddAddress and RemoveAddress give a running server a floating IP, or take it away.
 	AddAddress(ctx context.Context, serverID string, ip netip.Addr) error
 	RemoveAddress(ctx context.Context, serverID string, ip netip.Addr) error
+	// Stop stops a running server at once, for good (its host failed, or its guest powered off).
+	Stop(ctx context.Context, serverID string) error
 	// Console is what the server printed so far (os-getConsoleOutput).
 	Console(serverID string) string
 }
@@ -94,6 +102,8 @@ type Cloud struct {
 	networks, subnets, ports, secGroups, secRules *table
 	routers, floatingIPs                          *table
 	images                                        *table
+	// Octavia's.
+	loadBalancers, listeners, pools, monitors, members *table
 
 	faults faults
 	calls  map[string]int
@@ -126,6 +136,9 @@ func New(cfg Config) (*Cloud, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if len(cfg.AvailabilityZones) == 0 {
+		cfg.AvailabilityZones = []string{"nova"}
+	}
 	if !cfg.ExternalNetwork.CIDR.IsValid() || !cfg.ExternalNetwork.CIDR.Contains(cfg.ExternalNetwork.PoolStart) ||
 		!cfg.ExternalNetwork.CIDR.Contains(cfg.ExternalNetwork.PoolEnd) {
 		return nil, fmt.Errorf("new cloud: external network %s: pool %s-%s is not inside it",
@@ -138,10 +151,15 @@ func New(cfg Config) (*Cloud, error) {
 		flavors: newTable(), servers: newTable(), keypairs: newTable(),
 		networks: newTable(), subnets: newTable(), ports: newTable(), secGroups: newTable(), secRules: newTable(),
 		routers: newTable(), floatingIPs: newTable(), images: newTable(),
+		loadBalancers: newTable(), listeners: newTable(), pools: newTable(), monitors: newTable(), members: newTable(),
 		calls: map[string]int{}, booting: map[string]booting{},
 	}
 	c.projectID, c.userID, c.domainID = newID(), newID(), "default"
 	c.seed()
+	if c.cfg.Balancers != nil {
+		c.booted.Add(1)
+		go c.watchHealth(2 * time.Second)
+	}
 	return c, nil
 }
 
@@ -218,13 +236,14 @@ func (c *Cloud) links(path string) []any {
 
 func stamp() string { return time.Now().UTC().Format("2006-01-02T15:04:05Z") }
 
-// Handler serves the OpenStack APIs: /identity, /compute, /network, /image.
+// Handler serves the OpenStack APIs: /identity, /compute, /network, /image, /load-balancer.
 func (c *Cloud) Handler() http.Handler {
 	mux := http.NewServeMux()
 	c.identityRoutes(mux)
 	c.computeRoutes(mux)
 	c.networkRoutes(mux)
 	c.imageRoutes(mux)
+	c.loadBalancerRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]any{
 			"code": 404, "title": "Not Found", "message": "The resource could not be found: " + r.Method + " " + r.URL.Path}})

@@ -39,6 +39,8 @@ type machines struct {
 	booted map[string]cloud.MachineSpec
 	gone   []string
 	addrs  map[string][]netip.Addr
+	// stopped are the servers stopped by a server-state fault.
+	stopped []string
 }
 
 func (m *machines) Boot(_ context.Context, s cloud.MachineSpec) error {
@@ -66,6 +68,13 @@ func (m *machines) RemoveAddress(_ context.Context, id string, ip netip.Addr) er
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.addrs[id] = slices.DeleteFunc(m.addrs[id], func(a netip.Addr) bool { return a == ip })
+	return nil
+}
+
+func (m *machines) Stop(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stopped = append(m.stopped, id)
 	return nil
 }
 

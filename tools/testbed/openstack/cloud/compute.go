@@ -59,8 +59,11 @@ func (c *Cloud) computeRoutes(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, map[string]any{"extra_specs": map[string]any{}})
 	}))
 	zones := func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"availabilityZoneInfo": []any{
-			map[string]any{"zoneName": "nova", "zoneState": map[string]any{"available": true}, "hosts": nil}}})
+		var info []any
+		for _, z := range c.cfg.AvailabilityZones {
+			info = append(info, map[string]any{"zoneName": z, "zoneState": map[string]any{"available": true}, "hosts": nil})
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"availabilityZoneInfo": info})
 	}
 	mux.HandleFunc("GET /compute/v2.1/os-availability-zone", g(zones))
 	mux.HandleFunc("GET /compute/v2.1/os-availability-zone/detail", g(zones))
@@ -233,8 +236,12 @@ func (c *Cloud) newServer(in serverFields) (object, *apiError) {
 			return nil, bad("Invalid key_name provided.")
 		}
 	}
-	if in.AvailabilityZone != "" && in.AvailabilityZone != "nova" {
-		return nil, bad(fmt.Sprintf("The requested availability zone is not available (zone %q).", in.AvailabilityZone))
+	zone := c.cfg.AvailabilityZones[0]
+	if in.AvailabilityZone != "" {
+		if !slices.Contains(c.cfg.AvailabilityZones, in.AvailabilityZone) {
+			return nil, bad(fmt.Sprintf("The requested availability zone is not available (zone %q).", in.AvailabilityZone))
+		}
+		zone = in.AvailabilityZone
 	}
 	var userData []byte
 	if in.UserData != "" {
@@ -272,7 +279,7 @@ func (c *Cloud) newServer(in serverFields) (object, *apiError) {
 		"id": id, "name": in.Name, "status": "BUILD", "tenant_id": c.projectID, "user_id": c.userID, "metadata": md,
 		"hostId": "testbed", "image": map[string]any{"id": image.str("id")}, "flavor": flavorView(flavor),
 		"created": now, "updated": now, "accessIPv4": "", "accessIPv6": "", "links": c.links("compute/v2.1/servers/" + id),
-		"OS-DCF:diskConfig": "MANUAL", "progress": 0, "OS-EXT-AZ:availability_zone": "nova", "config_drive": "",
+		"OS-DCF:diskConfig": "MANUAL", "progress": 0, "OS-EXT-AZ:availability_zone": zone, "config_drive": "",
 		"key_name": in.KeyName, "OS-SRV-USG:launched_at": nil, "OS-SRV-USG:terminated_at": nil,
 		"security_groups": groups, "OS-EXT-STS:task_state": "scheduling", "OS-EXT-STS:vm_state": "building",
 		"OS-EXT-STS:power_state": 0, "os-extended-volumes:volumes_attached": []any{}, "locked": false,
@@ -282,7 +289,7 @@ func (c *Cloud) newServer(in serverFields) (object, *apiError) {
 	spec := MachineSpec{
 		ServerID: id, Name: in.Name, DockerImage: image.str("docker_image"), UserData: userData,
 		Metadata: map[string]any{"instance_id": id, "uuid": id, "name": in.Name, "local_hostname": hostname(in.Name),
-			"hostname": hostname(in.Name), "availability_zone": "nova", "project_id": c.projectID, "meta": md},
+			"hostname": hostname(in.Name), "availability_zone": zone, "project_id": c.projectID, "meta": md},
 	}
 	if len(ports) > 0 {
 		if ips, _ := ports[0]["fixed_ips"].([]any); len(ips) > 0 {
@@ -600,4 +607,45 @@ func (c *Cloud) serverTags(f func(o object) int) http.HandlerFunc {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"tags": append([]string{}, tags...)})
 	}
+}
+
+// setServerState is the server-state fault: a running server (by name or ID) goes to SHUTOFF, as
+// when its guest powers off, or to ERROR with a fault, as when its host fails; either way its
+// machine stops, abruptly, and nothing of the cloud starts it again.
+func (c *Cloud) setServerState(nameOrID, status, message string) error {
+	c.mu.Lock()
+	var found object
+	for _, s := range c.servers.all() {
+		if s.str("id") == nameOrID || s.str("name") == nameOrID {
+			found = s
+		}
+	}
+	if found == nil {
+		c.mu.Unlock()
+		return fmt.Errorf("fault server-state: no server named %q", nameOrID)
+	}
+	id := found.str("id")
+	if st := found.str("status"); st != "ACTIVE" {
+		c.mu.Unlock()
+		return fmt.Errorf("fault server-state: server %s is %s, expected ACTIVE", nameOrID, st)
+	}
+	c.mu.Unlock()
+	switch status {
+	case "SHUTOFF":
+		c.setState(id, "SHUTOFF", "", "stopped", 4, "")
+	case "ERROR":
+		if message == "" {
+			message = "The instance's host went down: its hypervisor stopped answering."
+		}
+		c.setState(id, "ERROR", "", "error", 0, message)
+	default:
+		return fmt.Errorf("fault server-state: status %q, expected SHUTOFF or ERROR", status)
+	}
+	c.log.Info("fault injected", "kind", "server-state", "server", nameOrID, "status", status)
+	if c.cfg.Machines != nil {
+		if err := c.cfg.Machines.Stop(c.ctx, id); err != nil {
+			return fmt.Errorf("fault server-state: stop server %s: %w", nameOrID, err)
+		}
+	}
+	return nil
 }

@@ -18,6 +18,39 @@ type faults struct {
 	down map[string]time.Time
 	// bootDelay: how long servers stay in BUILD before their machine starts.
 	bootDelay time.Duration
+	// loadBalancers: a load balancer whose name matches stays in PENDING_CREATE, or goes to ERROR.
+	loadBalancers []loadBalancerFaultRule
+}
+
+// loadBalancerFault is what happens to one new load balancer: kind "stuck" (in PENDING_CREATE,
+// for stuckFor or, when 0, for ever: Octavia lets no one delete it then) or "error"; "" nothing.
+type loadBalancerFault struct {
+	kind     string
+	stuckFor time.Duration
+}
+
+type loadBalancerFaultRule struct {
+	name  *regexp.Regexp
+	fault loadBalancerFault
+	// remaining is how many more load balancers it hits (0: every matching one).
+	remaining int
+}
+
+func (f *faults) loadBalancerFault(name string) loadBalancerFault {
+	for i := range f.loadBalancers {
+		r := &f.loadBalancers[i]
+		if !r.name.MatchString(name) || r.remaining < 0 {
+			continue
+		}
+		if r.remaining > 0 {
+			r.remaining--
+			if r.remaining == 0 {
+				r.remaining = -1
+			}
+		}
+		return r.fault
+	}
+	return loadBalancerFault{}
 }
 
 type serverErrorFault struct {
@@ -61,26 +94,50 @@ func (f *faults) unavailable(service string) bool {
 
 // Fault is one fault to inject, as the admin API takes it.
 type Fault struct {
-	// Kind is quota, server-error, unavailable or slow-boot.
+	// Kind is quota, server-error, unavailable, slow-boot, load-balancer-stuck,
+	// load-balancer-error or server-state.
 	Kind string `json:"kind"`
 	// Resource and Limit: quota (Limit -1 lifts it).
 	Resource string `json:"resource,omitempty"`
 	Limit    int    `json:"limit,omitempty"`
-	// Name (a regular expression on server names), Message and Count (0: every one): server-error.
+	// Name (a regular expression on server names), Message and Count (0: every one): server-error;
+	// on load balancer names: load-balancer-stuck, load-balancer-error; the name or ID of one
+	// running server, and its new Status (SHUTOFF or ERROR, with Message as Nova's fault): server-state.
 	Name    string `json:"name,omitempty"`
+	Status  string `json:"status,omitempty"`
 	Message string `json:"message,omitempty"`
 	Count   int    `json:"count,omitempty"`
 	// Service (identity, compute, network, image) and For: unavailable.
 	Service string `json:"service,omitempty"`
-	// For: how long a service is down (unavailable), how long a boot takes (slow-boot).
+	// For: how long a service is down (unavailable), how long a boot takes (slow-boot), how long
+	// a load balancer stays in PENDING_CREATE (load-balancer-stuck; empty: for ever).
 	For string `json:"for,omitempty"`
 }
 
 // Inject adds a fault.
 func (c *Cloud) Inject(f Fault) error {
+	if f.Kind == "server-state" {
+		// It acts on a server now, and on its machine outside the lock.
+		return c.setServerState(f.Name, f.Status, f.Message)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch f.Kind {
+	case "load-balancer-stuck", "load-balancer-error":
+		re, err := regexp.Compile(f.Name)
+		if err != nil {
+			return fmt.Errorf("fault %s: name %q: %w", f.Kind, f.Name, err)
+		}
+		lf := loadBalancerFault{kind: "error"}
+		if f.Kind == "load-balancer-stuck" {
+			lf.kind = "stuck"
+			if f.For != "" {
+				if lf.stuckFor, err = time.ParseDuration(f.For); err != nil || lf.stuckFor <= 0 {
+					return fmt.Errorf("fault load-balancer-stuck: for %q: expected a duration such as 90s, or none (for ever)", f.For)
+				}
+			}
+		}
+		c.faults.loadBalancers = append(c.faults.loadBalancers, loadBalancerFaultRule{name: re, fault: lf, remaining: f.Count})
 	case "quota":
 		if f.Resource == "" {
 			return fmt.Errorf("fault quota: resource is empty, expected instances, port, floatingip, security_group, …")
@@ -105,9 +162,9 @@ func (c *Cloud) Inject(f Fault) error {
 			return fmt.Errorf("fault unavailable: for %q: expected a duration such as 90s", f.For)
 		}
 		switch f.Service {
-		case "identity", "compute", "network", "image":
+		case "identity", "compute", "network", "image", "load-balancer":
 		default:
-			return fmt.Errorf("fault unavailable: service %q, expected identity, compute, network or image", f.Service)
+			return fmt.Errorf("fault unavailable: service %q, expected identity, compute, network, image or load-balancer", f.Service)
 		}
 		if c.faults.down == nil {
 			c.faults.down = map[string]time.Time{}
@@ -120,7 +177,7 @@ func (c *Cloud) Inject(f Fault) error {
 		}
 		c.faults.bootDelay = d
 	default:
-		return fmt.Errorf("fault kind %q, expected quota, server-error, unavailable or slow-boot", f.Kind)
+		return fmt.Errorf("fault kind %q, expected quota, server-error, unavailable, slow-boot, load-balancer-stuck, load-balancer-error or server-state", f.Kind)
 	}
 	c.log.Info("fault injected", "kind", f.Kind, "resource", f.Resource, "limit", f.Limit, "name", f.Name, "service", f.Service, "for", f.For)
 	return nil
@@ -142,7 +199,7 @@ type Resource struct {
 
 // Resources are what the project holds: servers, ports, floating IPs, routers, networks,
 // subnets and security groups (its default group and the external network are the cloud's and
-// are left out).
+// are left out), load balancers, listeners, pools, health monitors and members.
 func (c *Cloud) Resources() []Resource {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -179,6 +236,22 @@ func (c *Cloud) Resources() []Resource {
 		if g.str("name") != "default" {
 			out = append(out, Resource{"security_group", g.str("id"), g.str("name"), ""})
 		}
+	}
+	for _, lb := range c.loadBalancers.all() {
+		out = append(out, Resource{"loadbalancer", lb.str("id"), lb.str("name"),
+			lb.str("provisioning_status") + "/" + lb.str("operating_status") + " " + lb.str("vip_address")})
+	}
+	for _, k := range []struct {
+		kind string
+		t    *table
+	}{{"listener", c.listeners}, {"pool", c.pools}, {"healthmonitor", c.monitors}} {
+		for _, o := range k.t.all() {
+			out = append(out, Resource{k.kind, o.str("id"), o.str("name"), o.str("provisioning_status") + "/" + o.str("operating_status")})
+		}
+	}
+	for _, m := range c.members.all() {
+		out = append(out, Resource{"member", m.str("id"), m.str("name"),
+			fmt.Sprintf("%s/%s %s:%v", m.str("provisioning_status"), m.str("operating_status"), m.str("address"), m["protocol_port"])})
 	}
 	return out
 }

@@ -179,6 +179,7 @@ func (c *Cloud) catalog() []any {
 		{"compute", "nova", "compute/v2.1/"},
 		{"network", "neutron", "network/"},
 		{"image", "glance", "image/"},
+		{"load-balancer", "octavia", "load-balancer/"},
 	} {
 		var eps []any
 		for _, iface := range []string{"public", "internal", "admin"} {

@@ -1047,29 +1047,46 @@ func (c *Cloud) associate(fip object, portID string, in object) (effect, *apiErr
 		}
 	}
 	fip["port_id"], fip["fixed_ip_address"], fip["router_id"], fip["status"] = portID, fixed, routerID, "ACTIVE"
-	server, addr := port.str("device_id"), netip.MustParseAddr(fip.str("floating_ip_address"))
-	if c.cfg.Machines == nil || !strings.HasPrefix(port.str("device_owner"), "compute:") {
-		return nil, nil
-	}
-	return func(ctx context.Context) {
-		if err := c.cfg.Machines.AddAddress(ctx, server, addr); err != nil {
-			c.log.Error("put a floating IP on a server", "server", server, "address", addr, "err", err)
-		}
-	}, nil
+	return c.addressEffect(port, netip.MustParseAddr(fip.str("floating_ip_address")), true), nil
 }
 
 func (c *Cloud) disassociate(fip object) effect {
 	port, _ := c.ports.get(fip.str("port_id"))
 	fip["port_id"], fip["fixed_ip_address"], fip["router_id"], fip["status"] = nil, nil, nil, "DOWN"
-	if port == nil || c.cfg.Machines == nil || !strings.HasPrefix(port.str("device_owner"), "compute:") {
+	if port == nil {
 		return nil
 	}
-	server, addr := port.str("device_id"), netip.MustParseAddr(fip.str("floating_ip_address"))
-	return func(ctx context.Context) {
-		if err := c.cfg.Machines.RemoveAddress(ctx, server, addr); err != nil {
-			c.log.Error("take a floating IP from a server", "server", server, "address", addr, "err", err)
+	return c.addressEffect(port, netip.MustParseAddr(fip.str("floating_ip_address")), false)
+}
+
+// addressEffect puts a floating IP on what is behind a port, or takes it away: a server, or a
+// load balancer at its VIP port.
+func (c *Cloud) addressEffect(port object, addr netip.Addr, add bool) effect {
+	owner, device := port.str("device_owner"), port.str("device_id")
+	switch {
+	case strings.HasPrefix(owner, "compute:") && c.cfg.Machines != nil:
+		return func(ctx context.Context) {
+			f := c.cfg.Machines.RemoveAddress
+			if add {
+				f = c.cfg.Machines.AddAddress
+			}
+			if err := f(ctx, device, addr); err != nil {
+				c.log.Error("change a floating IP of a server", "server", device, "address", addr, "add", add, "err", err)
+			}
+		}
+	case owner == "Octavia" && c.cfg.Balancers != nil:
+		lbID := strings.TrimPrefix(device, "lb-")
+		return func(ctx context.Context) {
+			f := c.cfg.Balancers.RemoveAddress
+			if add {
+				f = c.cfg.Balancers.AddAddress
+			}
+			if err := f(ctx, lbID, addr); err != nil {
+				c.log.Error("change a floating IP of a load balancer", "loadbalancer", lbID, "address", addr, "add", add, "err", err)
+			}
 		}
 	}
+	return nil
 }
 
 func (c *Cloud) removeFloatingIP(o object) (effect, *apiError) {

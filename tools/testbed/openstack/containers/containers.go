@@ -253,6 +253,29 @@ func (m *Machines) Delete(ctx context.Context, serverID string) error {
 	return nil
 }
 
+// Stop kills the server's container and keeps it stopped: Docker does not start it again (its
+// restart policy goes first), as a host that failed does not.
+func (m *Machines) Stop(ctx context.Context, serverID string) error {
+	m.mu.Lock()
+	if cancel := m.stop[serverID]; cancel != nil {
+		cancel()
+	}
+	m.mu.Unlock()
+	out, err := docker(ctx, nil, "ps", "--quiet", "--filter", "label="+Label+"="+serverID)
+	if err != nil || strings.TrimSpace(out) == "" {
+		return fmt.Errorf("stop server %s: no running container: %v %s", serverID, err, out)
+	}
+	for _, id := range strings.Fields(out) {
+		for _, args := range [][]string{{"update", "--restart", "no", id}, {"kill", id}} {
+			if out, err := docker(ctx, nil, args...); err != nil {
+				return fmt.Errorf("stop server %s: docker %s: %w: %s", serverID, args[0], err, out)
+			}
+		}
+	}
+	m.write(serverID, "stopped\n")
+	return nil
+}
+
 // AddAddress puts a floating IP on the container's interface: the test bed's network then
 // reaches the server at it, as a cloud's router does with a floating IP.
 func (m *Machines) AddAddress(ctx context.Context, serverID string, ip netip.Addr) error {

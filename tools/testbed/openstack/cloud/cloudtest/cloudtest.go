@@ -24,12 +24,13 @@ type Cloud struct {
 }
 
 // Start runs a cloud until the test ends, with the application credential id and secret, and
-// machines (nil: servers are records only and boot at once).
-func Start(t testing.TB, credentialID, credentialSecret string, machines cloud.Machines) *Cloud {
+// machines (nil: servers are records only and boot at once); configure, if given, changes the
+// rest of its configuration (load balancers, zones) before it starts.
+func Start(t testing.TB, credentialID, credentialSecret string, machines cloud.Machines, configure ...func(*cloud.Config)) *Cloud {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	srv.Start()
-	c, err := cloud.New(cloud.Config{
+	cfg := cloud.Config{
 		PublicURL: srv.URL, Domain: "Default", Project: "cluster-init", User: "admin", Password: "admin-password",
 		ApplicationCredentialID: credentialID, ApplicationCredentialSecret: credentialSecret,
 		ExternalNetwork: cloud.ExternalNetwork{Name: "public", CIDR: netip.MustParsePrefix("172.18.0.0/16"),
@@ -37,7 +38,11 @@ func Start(t testing.TB, credentialID, credentialSecret string, machines cloud.M
 		Images:   []cloud.Image{{Name: "ubuntu-2404-kube-v1.37.0", DockerImage: "kindest/node:v1.37.0"}},
 		KeyPairs: []string{"testbed"},
 		Machines: machines,
-	})
+	}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	c, err := cloud.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
