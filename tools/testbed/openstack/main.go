@@ -59,6 +59,7 @@ func serve(args []string) error {
 	cloudsYAML := fs.String("clouds-yaml", "", "write a clouds.yaml with the cloud's application credential here (0600)")
 	repo := fs.String("repo", ".", "the checkout, whose cloudinit-commands helper is built")
 	debug := fs.Bool("debug", false, "log every call")
+	lbImage := fs.String("load-balancer-image", "", "the haproxy image of Octavia's load balancers (default: the test bed's kindest/haproxy)")
 	images := imageFlags{}
 	fs.Var(images, "image", "a Glance image and the Docker image its servers run, NAME=DOCKER_IMAGE (repeatable; default kindest-node-v1.37.0=kindest/node:v1.37.0)")
 	if err := fs.Parse(args); err != nil {
@@ -83,8 +84,13 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
+	if *lbImage == "" {
+		if *lbImage, err = simulator.LoadBalancerImage(ctx); err != nil {
+			logger.Warn("Octavia keeps its load balancers as records only", "reason", err)
+		}
+	}
 	sim, err := simulator.Start(simulator.Options{Network: *network, Port: *port, AdminAddress: *admin, Images: images,
-		CloudInitCommands: helper, Logger: logger})
+		CloudInitCommands: helper, LoadBalancerImage: *lbImage, Logger: logger})
 	if err != nil {
 		return err
 	}

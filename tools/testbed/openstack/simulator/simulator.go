@@ -54,8 +54,15 @@ type Options struct {
 	Images map[string]string
 	// CloudInitCommands is the helper's path (BuildHelper makes it).
 	CloudInitCommands string
+	// LoadBalancerImage is the haproxy image of Octavia's load balancers (the test bed's
+	// kindest/haproxy, LoadBalancerImage finds it); empty: Octavia keeps them as records only.
+	LoadBalancerImage string
 	Logger            *slog.Logger
 }
+
+// AvailabilityZones are Nova's zones: CAPO makes a failure domain of each, and spreads a control
+// plane over them.
+var AvailabilityZones = []string{"az-1", "az-2", "az-3"}
 
 // Simulator is a running cloud.
 type Simulator struct {
@@ -107,6 +114,15 @@ func Start(opts Options) (*Simulator, error) {
 		admin.Close()
 		return nil, err
 	}
+	var balancers cloud.Balancers
+	if opts.LoadBalancerImage != "" {
+		if balancers, err = containers.NewBalancers(containers.BalancersConfig{Network: opts.Network, Subnet: subnet,
+			Image: opts.LoadBalancerImage, Logger: opts.Logger}); err != nil {
+			api.Close()
+			admin.Close()
+			return nil, err
+		}
+	}
 	var images []cloud.Image
 	for name, ref := range opts.Images {
 		images = append(images, cloud.Image{Name: name, DockerImage: ref})
@@ -117,7 +133,8 @@ func Start(opts Options) (*Simulator, error) {
 		PublicURL: s.URL, Domain: "Default", Project: Project, User: User, Password: s.Password,
 		ApplicationCredentialID: s.ApplicationCredentialID, ApplicationCredentialSecret: s.ApplicationCredentialSecret,
 		ExternalNetwork: cloud.ExternalNetwork{ID: ExternalNetworkID, Name: "public", CIDR: subnet, PoolStart: pool[0], PoolEnd: pool[1]},
-		Images:          images, KeyPairs: []string{KeyPair}, Machines: machines, Logger: opts.Logger,
+		Images:          images, KeyPairs: []string{KeyPair}, AvailabilityZones: AvailabilityZones,
+		Machines: machines, Balancers: balancers, Logger: opts.Logger,
 	})
 	if err != nil {
 		api.Close()
@@ -136,7 +153,8 @@ func Start(opts Options) (*Simulator, error) {
 	return s, nil
 }
 
-// Close stops serving. The servers' containers stay: RemoveServers removes them.
+// Close stops serving. The servers' and load balancers' containers stay: RemoveServers removes
+// them.
 func (s *Simulator) Close() {
 	for _, srv := range s.servers {
 		_ = srv.Close()
@@ -234,13 +252,32 @@ func BuildHelper(ctx context.Context, repo, dir string) (string, error) {
 	return out, nil
 }
 
-// RemoveServers removes every container of a server of any simulated cloud, with its volumes.
-func RemoveServers(ctx context.Context) error {
-	out, err := exec.CommandContext(ctx, "docker", "ps", "--all", "--quiet", "--filter", "label="+containers.Label).Output()
+// LoadBalancerImage is the test bed's haproxy image (kindest/haproxy, at CAPD's tag), as this
+// Docker engine holds it.
+func LoadBalancerImage(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "docker", "images", "--format", "{{.Repository}}:{{.Tag}}", "kindest/haproxy").Output()
 	if err != nil {
-		return fmt.Errorf("list the servers' containers: %w", err)
+		return "", fmt.Errorf("list the haproxy images: %w", err)
 	}
-	ids := strings.Fields(string(out))
+	for _, ref := range strings.Fields(string(out)) {
+		if !strings.HasSuffix(ref, ":<none>") {
+			return ref, nil
+		}
+	}
+	return "", fmt.Errorf("no kindest/haproxy image: the test bed builds it (tools/testbed/build-images)")
+}
+
+// RemoveServers removes every container of a server or a load balancer of any simulated cloud,
+// with its volumes.
+func RemoveServers(ctx context.Context) error {
+	var ids []string
+	for _, label := range []string{containers.Label, containers.BalancerLabel} {
+		out, err := exec.CommandContext(ctx, "docker", "ps", "--all", "--quiet", "--filter", "label="+label).Output()
+		if err != nil {
+			return fmt.Errorf("list the servers' and load balancers' containers: %w", err)
+		}
+		ids = append(ids, strings.Fields(string(out))...)
+	}
 	if len(ids) == 0 {
 		return nil
 	}
