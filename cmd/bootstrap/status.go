@@ -54,6 +54,7 @@ bootstrap cluster before the pivot) live, as bootstrap shows them, until interru
 					snap := progress.NewTracker(time.Now()).Update(look.Units, time.Now())
 					progress.WriteStatus(cmd.OutOrStdout(), fmt.Sprintf("%s, %s cluster (%s)", w.Env.Name, c.Name, c.Config.Host), snap)
 				}
+				progress.WriteCluster(cmd.OutOrStdout(), look.Units.Cluster, time.Now())
 				progress.WriteWorkloadClusters(cmd.OutOrStdout(), look.Tenants)
 				progress.WriteApplications(cmd.OutOrStdout(), look.Apps, look.Revisions)
 			}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,6 +37,26 @@ type Machine struct {
 	Ready bool
 	// Message is why it is not ready, when Cluster API says.
 	Message string
+	// Unhealthy is why a health check found the machine unhealthy (its HealthCheckSucceeded
+	// condition), since UnhealthySince; "" while it is healthy or no check looks at it.
+	Unhealthy      string
+	UnhealthySince time.Time
+	// Remediation is what its owner does about it (its OwnerRemediated condition): waiting to
+	// replace it, or why it does not yet.
+	Remediation string
+	// CertificatesExpire is when the certificates of a control plane machine expire, as
+	// KubeadmControlPlane reads them (zero when not known).
+	CertificatesExpire time.Time
+}
+
+// HealthCheck is one MachineHealthCheck of the cluster, as its controller last saw it.
+type HealthCheck struct {
+	Name string
+	// Expected and Healthy are the machines it looks at, and those it finds healthy.
+	Expected, Healthy int
+	// GaveUp is why it replaces no machine now (its RemediationAllowed condition is false:
+	// more of them are unhealthy than it allows, the fault is likely not theirs); "" when it may.
+	GaveUp string
 }
 
 // View is a cluster and its machines at one moment.
@@ -52,6 +73,8 @@ type View struct {
 	Wanted int
 	// Unknown, if set, says why Wanted is not known yet (the control plane does not exist yet).
 	Unknown string
+	// HealthChecks are the cluster's MachineHealthChecks.
+	HealthChecks []HealthCheck
 }
 
 // Read looks at the cluster namespace/name.
@@ -82,6 +105,9 @@ func Read(ctx context.Context, c client.Reader, namespace, name string) (View, e
 	if err := c.List(ctx, &parts.machines, client.InNamespace(namespace), ofCluster); err != nil {
 		return View{Namespace: namespace, Name: name}, fmt.Errorf("list the Machines of %s: %w", name, err)
 	}
+	if err := c.List(ctx, &parts.checks, client.InNamespace(namespace), ofCluster); err != nil && !apimeta.IsNoMatchError(err) {
+		return View{Namespace: namespace, Name: name}, fmt.Errorf("list the MachineHealthChecks of %s: %w", name, err)
+	}
 	return parts.view(cl), nil
 }
 
@@ -103,6 +129,9 @@ func ReadNamespace(ctx context.Context, c client.Reader, namespace string) (map[
 		}
 		if err := c.List(ctx, &parts.machines, client.InNamespace(namespace)); err != nil {
 			return nil, fmt.Errorf("list the Machines of %s: %w", namespace, err)
+		}
+		if err := c.List(ctx, &parts.checks, client.InNamespace(namespace)); err != nil && !apimeta.IsNoMatchError(err) {
+			return nil, fmt.Errorf("list the MachineHealthChecks of %s: %w", namespace, err)
 		}
 	}
 	// Each kind of control plane once, listed at the API version Cluster API reads it at.
@@ -132,6 +161,7 @@ type clusterParts struct {
 	controlPlanes map[string]*unstructured.Unstructured // by controlPlaneKey
 	deployments   clusterv1.MachineDeploymentList
 	machines      clusterv1.MachineList
+	checks        clusterv1.MachineHealthCheckList
 }
 
 func controlPlaneKey(group, kind, name string) string { return group + "/" + kind + "/" + name }
@@ -203,10 +233,43 @@ func (p *clusterParts) view(cl *clusterv1.Cluster) View {
 			// nested summary (a failed bootstrap command and its stderr, under InfrastructureReady).
 			mv.Message = Flatten(ready.Message)
 		}
+		if hc := apimeta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineHealthCheckSucceededCondition); hc != nil && hc.Status == metav1.ConditionFalse {
+			mv.Unhealthy, mv.UnhealthySince = conditionText(hc), hc.LastTransitionTime.Time
+			if or := apimeta.FindStatusCondition(m.Status.Conditions, clusterv1.MachineOwnerRemediatedCondition); or != nil && or.Status == metav1.ConditionFalse {
+				mv.Remediation = conditionText(or)
+			}
+		}
+		mv.CertificatesExpire = m.Status.CertificatesExpiryDate.Time
 		v.Machines = append(v.Machines, mv)
 	}
 	sort.Slice(v.Machines, func(i, j int) bool { return v.Machines[i].Name < v.Machines[j].Name })
+	for _, mhc := range p.checks.Items {
+		if mhc.Spec.ClusterName != cl.Name || !mhc.DeletionTimestamp.IsZero() {
+			continue
+		}
+		hc := HealthCheck{Name: mhc.Name, Expected: int(ptrValue(mhc.Status.ExpectedMachines)), Healthy: int(ptrValue(mhc.Status.CurrentHealthy))}
+		if allowed := apimeta.FindStatusCondition(mhc.Status.Conditions, clusterv1.MachineHealthCheckRemediationAllowedCondition); allowed != nil && allowed.Status == metav1.ConditionFalse {
+			hc.GaveUp = conditionText(allowed)
+		}
+		v.HealthChecks = append(v.HealthChecks, hc)
+	}
+	sort.Slice(v.HealthChecks, func(i, j int) bool { return v.HealthChecks[i].Name < v.HealthChecks[j].Name })
 	return v
+}
+
+func ptrValue(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// conditionText is a condition's reason and its message on one line.
+func conditionText(c *metav1.Condition) string {
+	if c.Message == "" {
+		return c.Reason
+	}
+	return c.Reason + ": " + Flatten(c.Message)
 }
 
 // transient are the conditions that describe an operation in progress, not a missing capability.
@@ -236,6 +299,9 @@ func (v View) Settled() (bool, []string) {
 		pending = append(pending, v.Unknown)
 	case len(v.Machines) != v.Wanted:
 		pending = append(pending, fmt.Sprintf("%d machines wanted, %d there", v.Wanted, len(v.Machines)))
+	}
+	if len(pending) > 0 {
+		pending = append(pending, v.GaveUp()...)
 	}
 	return len(pending) == 0, pending
 }
@@ -290,8 +356,15 @@ func (m Machine) String() string {
 		role = "control plane"
 	}
 	s := fmt.Sprintf("Machine %s (%s): %s", m.Name, role, m.Phase)
+	if m.Unhealthy != "" {
+		// Before the first ';': what a line-oriented view compares to print a machine again.
+		s += ", unhealthy"
+	}
 	if m.Node != "" {
 		s += ", node " + m.Node
+	}
+	if m.Unhealthy != "" {
+		s += "; " + m.Remediating(time.Now())
 	}
 	if m.Message != "" {
 		s += "; " + m.Message
@@ -299,8 +372,22 @@ func (m Machine) String() string {
 	return s
 }
 
+// Remediating says why a health check found the machine unhealthy, since when, and what its
+// owner does about it.
+func (m Machine) Remediating(now time.Time) string {
+	s := "unhealthy"
+	if !m.UnhealthySince.IsZero() {
+		s += fmt.Sprintf(" since %s (%s)", m.UnhealthySince.Local().Format(time.TimeOnly), now.Sub(m.UnhealthySince).Round(time.Second))
+	}
+	s += ": " + m.Unhealthy
+	if m.Remediation != "" {
+		s += "; its replacement: " + m.Remediation
+	}
+	return s
+}
+
 // Lines describes the cluster while it comes up: its phase and the conditions not true yet, then
-// every machine.
+// every machine, then the health checks that gave up.
 func (v View) Lines() []string {
 	if !v.Found {
 		return nil
@@ -313,7 +400,31 @@ func (v View) Lines() []string {
 	for _, m := range v.Machines {
 		out = append(out, m.String())
 	}
+	return append(out, v.GaveUp()...)
+}
+
+// GaveUp are the health checks that replace no machine now, a line each.
+func (v View) GaveUp() []string {
+	var out []string
+	for _, hc := range v.HealthChecks {
+		if hc.GaveUp != "" {
+			out = append(out, fmt.Sprintf("MachineHealthCheck %s replaces no machine: %s (%d of %d machines healthy)", hc.Name, hc.GaveUp, hc.Healthy, hc.Expected))
+		}
+	}
 	return out
+}
+
+// CertificatesExpire is the nearest expiry of the certificates of the cluster's control plane
+// machines, and the machine's name (zero when none is known).
+func (v View) CertificatesExpire() (time.Time, string) {
+	var at time.Time
+	var of string
+	for _, m := range v.Machines {
+		if !m.CertificatesExpire.IsZero() && (at.IsZero() || m.CertificatesExpire.Before(at)) {
+			at, of = m.CertificatesExpire, m.Name
+		}
+	}
+	return at, of
 }
 
 // Replaced lists the machines of before whose provider ID is not the same after.

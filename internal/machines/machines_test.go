@@ -2,8 +2,10 @@ package machines_test
 
 import (
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
@@ -214,5 +216,84 @@ func TestFlattenKeepsWhatTheMachineWaitsFor(t *testing.T) {
 	long := machines.Flatten(strings.Repeat("é", 5000))
 	if !strings.HasSuffix(long, " …") || !utf8.ValidString(long) || utf8.RuneCountInString(long) > 1000 {
 		t.Errorf("a long message is not cut to a few lines, on a character boundary: %d characters", utf8.RuneCountInString(long))
+	}
+}
+
+// What status shows of a cluster's health, as Cluster API writes it on a real API server: a
+// machine a health check found unhealthy (why, since when, what its owner does), a health check
+// that replaces no machine (too many unhealthy), and the nearest expiry of the control plane's
+// certificates; and a view of the whole namespace shows the same.
+func TestTheHealthOfACluster(t *testing.T) {
+	c := testenv.Start(t, "test").Client
+	ctx := t.Context()
+	cl := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wl"},
+		Spec: clusterv1.ClusterSpec{ControlPlaneRef: clusterv1.ContractVersionedObjectReference{APIGroup: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane", Name: "wl-cp"}}}
+	if err := c.Create(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	cp := machine(t, c, "wl-cp-a", true)
+	setMachine(t, c, cp, "Running", "wl-cp-a", metav1.ConditionTrue)
+	cp2 := machine(t, c, "wl-cp-b", true)
+	setMachine(t, c, cp2, "Running", "wl-cp-b", metav1.ConditionTrue)
+	soon, later := time.Now().Add(40*24*time.Hour).Truncate(time.Second), time.Now().Add(300*24*time.Hour).Truncate(time.Second)
+	for m, at := range map[*clusterv1.Machine]time.Time{cp: later, cp2: soon} {
+		m.Status.CertificatesExpiryDate = metav1.NewTime(at)
+		if err := c.Status().Update(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := machine(t, c, "wl-workers-a", false)
+	setMachine(t, c, w, "Running", "wl-workers-a", metav1.ConditionFalse)
+	since := metav1.NewTime(time.Now().Add(-3 * time.Minute).Truncate(time.Second))
+	w.Status.Conditions = append(w.Status.Conditions,
+		metav1.Condition{Type: clusterv1.MachineHealthCheckSucceededCondition, Status: metav1.ConditionFalse, Reason: clusterv1.MachineHealthCheckUnhealthyNodeReason,
+			Message: "Health check failed: Condition Ready on Node is reported as Unknown for more than 1m0s", LastTransitionTime: since},
+		metav1.Condition{Type: clusterv1.MachineOwnerRemediatedCondition, Status: metav1.ConditionFalse, Reason: clusterv1.MachineOwnerRemediatedWaitingForRemediationReason,
+			Message: "Waiting for remediation", LastTransitionTime: since})
+	if err := c.Status().Update(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	mhc := &clusterv1.MachineHealthCheck{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wl-workers", Labels: map[string]string{clusterv1.ClusterNameLabel: "wl"}},
+		Spec: clusterv1.MachineHealthCheckSpec{ClusterName: "wl", Selector: metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}}}
+	if err := c.Create(ctx, mhc); err != nil {
+		t.Fatal(err)
+	}
+	mhc.Status.ExpectedMachines, mhc.Status.CurrentHealthy = ptr.To[int32](3), ptr.To[int32](1)
+	mhc.Status.Conditions = []metav1.Condition{{Type: clusterv1.MachineHealthCheckRemediationAllowedCondition, Status: metav1.ConditionFalse,
+		Reason: clusterv1.MachineHealthCheckTooManyUnhealthyReason, Message: "Remediation is not allowed, the number of not started or unhealthy machines exceeds maxUnhealthy", LastTransitionTime: metav1.Now()}}
+	if err := c.Status().Update(ctx, mhc); err != nil {
+		t.Fatal(err)
+	}
+
+	one, err := machines.Read(ctx, c, ns, "wl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := machines.ReadNamespace(ctx, c, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, v := range map[string]machines.View{"Read": one, "ReadNamespace": all["wl"]} {
+		at, of := v.CertificatesExpire()
+		if !at.Equal(soon) || of != "wl-cp-b" {
+			t.Errorf("%s: certificates expire %s (%s), want %s (wl-cp-b)", what, at, of, soon)
+		}
+		var sick *machines.Machine
+		for i := range v.Machines {
+			if v.Machines[i].Unhealthy != "" {
+				sick = &v.Machines[i]
+			}
+		}
+		if sick == nil || sick.Name != "wl-workers-a" || !sick.UnhealthySince.Equal(since.Time) ||
+			!strings.Contains(sick.Unhealthy, "UnhealthyNode: Health check failed") || !strings.HasPrefix(sick.Remediation, "WaitingForRemediation") {
+			t.Errorf("%s: the unhealthy machine: %+v", what, sick)
+		}
+		if got := strings.Join(v.Lines(), "\n"); !strings.Contains(got, "Machine wl-workers-a (worker): Running, unhealthy, node wl-workers-a; unhealthy since") ||
+			!regexp.MustCompile(`\(3m[0-9]+s\): UnhealthyNode`).MatchString(got) || !strings.Contains(got, "its replacement: WaitingForRemediation: Waiting for remediation") {
+			t.Errorf("%s: the lines do not say the machine is unhealthy since 3 minutes and waits to be replaced:\n%s", what, got)
+		}
+		if got := v.GaveUp(); len(got) != 1 || !strings.Contains(got[0], "MachineHealthCheck wl-workers replaces no machine: TooManyUnhealthy") || !strings.Contains(got[0], "(1 of 3 machines healthy)") {
+			t.Errorf("%s: the health check that gave up: %v", what, got)
+		}
 	}
 }

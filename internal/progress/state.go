@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"cluster-init.dev/cluster-init/internal/machines"
 	"cluster-init.dev/cluster-init/internal/readiness"
 	"cluster-init.dev/cluster-init/internal/revisions"
 	"cluster-init.dev/cluster-init/internal/termtext"
@@ -143,6 +144,9 @@ type Observed struct {
 	// Revisions are the units' revisions, when the look read them (status does; the live view
 	// of a bootstrap does not).
 	Revisions map[string]revisions.Revision
+	// Cluster is the Cluster API cluster the release defines, its machines and health checks,
+	// when the look read it (Source.ClusterName).
+	Cluster machines.View
 }
 
 // Tracker turns successive observations into snapshots, remembering when each unit started and

@@ -64,6 +64,9 @@ func (s Source) Observe(ctx context.Context) (Observed, error) {
 	if err := g.Wait(); err != nil {
 		return obs, err
 	}
+	if viewErr == nil {
+		obs.Cluster = view
+	}
 	if obs.Graph == nil || s.ClusterName == "" {
 		return obs, nil
 	}

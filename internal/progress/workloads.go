@@ -208,20 +208,10 @@ func WriteWorkloadClusters(w io.Writer, tenants []Tenant) {
 			fmt.Fprintln(w, "    no workload cluster")
 		}
 		for _, c := range t.Clusters {
-			state := "not created yet"
-			if c.Machines.Found {
-				ready := 0
-				for _, m := range c.Machines.Machines {
-					if m.Ready {
-						ready++
-					}
-				}
-				state = fmt.Sprintf("%s, %d/%d machines ready", c.Machines.Phase, ready, c.Machines.Wanted)
-				if c.Machines.Available {
-					state += ", Available"
-				}
+			fmt.Fprintf(w, "    %s\n", termtext.Line(fmt.Sprintf("%s: %s; %s", c.Name, clusterState(c.Machines, time.Now()), c.Release)))
+			for _, trouble := range clusterTroubles(c.Machines, time.Now()) {
+				fmt.Fprintf(w, "      ! %s\n", termtext.Line(trouble))
 			}
-			fmt.Fprintf(w, "    %s\n", termtext.Line(fmt.Sprintf("%s: %s; %s", c.Name, state, c.Release)))
 			if c.Units.Graph == nil {
 				continue
 			}
@@ -242,4 +232,56 @@ func WriteWorkloadClusters(w io.Writer, tenants []Tenant) {
 			}
 		}
 	}
+}
+
+// WriteCluster prints the state of the cluster a release defines (status shows the management
+// cluster's): its machines, the nearest expiry of its control plane's certificates, and what its
+// health checks found, each line escaped.
+func WriteCluster(w io.Writer, v machines.View, now time.Time) {
+	if !v.Found {
+		return
+	}
+	fmt.Fprintf(w, "\n%s\n", termtext.Line(fmt.Sprintf("cluster %s: %s", v.Name, clusterState(v, now))))
+	for _, trouble := range clusterTroubles(v, now) {
+		fmt.Fprintf(w, "  ! %s\n", termtext.Line(trouble))
+	}
+}
+
+// clusterState is a cluster in a line: its phase, its machines ready, whether it is Available,
+// and when its control plane's certificates expire first (KubeadmControlPlane rolls a machine
+// before they do, as the cluster's values ask).
+func clusterState(v machines.View, now time.Time) string {
+	if !v.Found {
+		return "not created yet"
+	}
+	ready := 0
+	for _, m := range v.Machines {
+		if m.Ready {
+			ready++
+		}
+	}
+	state := fmt.Sprintf("%s, %d/%d machines ready", v.Phase, ready, v.Wanted)
+	if v.Available {
+		state += ", Available"
+	}
+	if at, of := v.CertificatesExpire(); !at.IsZero() {
+		state += fmt.Sprintf("; certificates expire %s (in %d days, machine %s)", at.UTC().Format(time.DateOnly), int(at.Sub(now).Hours()/24), of)
+	}
+	return state
+}
+
+// clusterTroubles are the machines a health check found unhealthy (why, since when, what their
+// owner does) and the health checks that replace no machine now.
+func clusterTroubles(v machines.View, now time.Time) []string {
+	var out []string
+	for _, m := range v.Machines {
+		if m.Unhealthy != "" {
+			role := "worker"
+			if m.ControlPlane {
+				role = "control plane"
+			}
+			out = append(out, fmt.Sprintf("machine %s (%s, %s): %s", m.Name, role, m.Phase, m.Remediating(now)))
+		}
+	}
+	return append(out, v.GaveUp()...)
 }
