@@ -29,12 +29,19 @@ type Failure struct {
 	Reason, Message string
 	// RemediatedBy names the MachineHealthCheck that will replace the machine ("" when none will).
 	RemediatedBy string
+	// GivenUp, when no check will, says which check would, but replaces no machine while so
+	// many of those it looks at have failed (its maxUnhealthy, Cluster API's
+	// remediation.triggerIf): then the fault is likely not the machines'.
+	GivenUp string
 }
 
 func (f Failure) String() string {
 	s := fmt.Sprintf("machine %s failed: %s %s: %s", f.Machine, f.Infrastructure, f.Reason, f.Message)
-	if f.RemediatedBy != "" {
+	switch {
+	case f.RemediatedBy != "":
 		s += " (health check " + f.RemediatedBy + " will replace it)"
+	case f.GivenUp != "":
+		s += " (" + f.GivenUp + ")"
 	}
 	return s
 }
@@ -98,7 +105,7 @@ func Failed(ctx context.Context, c client.Reader, namespace, cluster string) ([]
 	for i := range out {
 		for j := range list.Items {
 			if list.Items[j].Name == out[i].Machine {
-				out[i].RemediatedBy = r.by(&list.Items[j])
+				out[i].RemediatedBy, out[i].GivenUp = r.by(&list.Items[j])
 			}
 		}
 	}
@@ -206,19 +213,20 @@ type remediation struct {
 // every worker alone); while no more of its machines have failed than it allows (past that, the
 // fault is not theirs and it replaces none). A machine without a node is replaced when its node
 // does not start in time, unless the check has that timeout switched off (0). The control plane's
-// owner never replaces its last machine once the cluster is initialized.
-func (r remediation) by(m *clusterv1.Machine) string {
+// owner never replaces its last machine once the cluster is initialized. givenUp names a check
+// that matches but is past what it allows, when no other will.
+func (r remediation) by(m *clusterv1.Machine) (name, givenUp string) {
 	conds := r.cluster.Status.Conditions
 	if !apimeta.IsStatusConditionTrue(conds, clusterv1.ClusterInfrastructureReadyCondition) {
-		return ""
+		return "", ""
 	}
 	initialized := apimeta.IsStatusConditionTrue(conds, clusterv1.ClusterControlPlaneInitializedCondition)
 	if _, controlPlane := m.Labels[clusterv1.MachineControlPlaneLabel]; controlPlane {
 		if initialized && r.count(func(o *clusterv1.Machine) bool { _, cp := o.Labels[clusterv1.MachineControlPlaneLabel]; return cp }) <= 1 {
-			return ""
+			return "", ""
 		}
 	} else if !initialized {
-		return ""
+		return "", ""
 	}
 	for i := range r.checks {
 		mhc := &r.checks[i]
@@ -232,10 +240,11 @@ func (r remediation) by(m *clusterv1.Machine) string {
 		selected := r.count(func(o *clusterv1.Machine) bool { return selector.Matches(labels.Set(o.Labels)) })
 		unhealthy := r.count(func(o *clusterv1.Machine) bool { return r.failed[o.Name] && selector.Matches(labels.Set(o.Labels)) })
 		if allowed(mhc, selected, unhealthy) {
-			return mhc.Name
+			return mhc.Name, ""
 		}
+		givenUp = fmt.Sprintf("health check %s replaces none: %d of the %d machines it looks at failed, more than it allows (remediation.triggerIf); the fault is likely not theirs", mhc.Name, unhealthy, selected)
 	}
-	return ""
+	return "", givenUp
 }
 
 func (r remediation) count(match func(*clusterv1.Machine) bool) int {

@@ -131,6 +131,12 @@ func TestAMachineItsProviderGaveUpOnIsFound(t *testing.T) {
 	if got := remediatedBy(); !slices.Equal(got, []string{"wl-cp-doomed=wl-cp", "wl-md-doomed="}) {
 		t.Errorf("with half the workers failed and a check that stops past 40%%: %v", got)
 	}
+	// The conclusion names the check that gave up, and why.
+	for _, f := range failed() {
+		if f.Machine == "wl-md-doomed" && !strings.Contains(f.String(), "(health check wl-md replaces none: 1 of the 2 machines it looks at failed, more than it allows") {
+			t.Errorf("the worker's failure, its check past its limit, said as %q", f.String())
+		}
+	}
 }
 
 // CAPO sets no failure fields on an OpenStackMachine whose server is in ERROR: it stops

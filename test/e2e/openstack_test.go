@@ -35,7 +35,11 @@ func startCloud(t *testing.T) *simulator.Simulator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim, err := simulator.Start(simulator.Options{Network: "kind", Images: map[string]string{openStackImage: "kindest/node:v1.37.0"}, CloudInitCommands: helper})
+	lbImage, err := simulator.LoadBalancerImage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := simulator.Start(simulator.Options{Network: "kind", Images: map[string]string{openStackImage: "kindest/node:v1.37.0"}, CloudInitCommands: helper, LoadBalancerImage: lbImage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +52,8 @@ func startCloud(t *testing.T) *simulator.Simulator {
 
 // capoEnvironment is environment-values/kubeadm-capo with the simulated cloud's clouds.yaml as
 // its secret, and the values that point it at that cloud (image, external network, key pair, a
-// subnet inside kind's network) with one control plane machine and one worker.
+// subnet inside kind's network) with one control plane machine and one worker, its endpoint a
+// floating IP on the control plane machine (no load balancer).
 func capoEnvironment(t *testing.T, sim *simulator.Simulator) (dir, values string) {
 	t.Helper()
 	dir = copyEnvironment(t, "kubeadm-capo", "capo-simulated", "credentials:\n"+openStackCredentials(sim))
@@ -66,6 +71,8 @@ func capoEnvironment(t *testing.T, sim *simulator.Simulator) (dir, values string
     ssh_key_name: %s
     node_cidr: 172.18.200.0/24
     dns_nameservers: [172.18.0.1]
+    api_server_load_balancer:
+      enabled: false
 `, simulator.CloudName, openStackImage, simulator.ExternalNetworkID, simulator.KeyPair))
 	return dir, values
 }
@@ -400,4 +407,172 @@ func TestKubeadmCAPOScaledByACommit(t *testing.T) {
 	}
 	reportCloud(t, sim.Cloud, map[string]time.Duration{"bootstrap --source git": run.wall, "push -> workers 1 -> 2": scaled,
 		"push -> tenant's wl1 Available": available, "push -> wl1 with its CNI": withCNI, "cleanup": c.wall})
+}
+
+// cloudResources are the simulated cloud's resources of a kind, by name.
+func cloudResources(sim *simulator.Simulator, kind string) map[string]string {
+	out := map[string]string{}
+	for _, r := range sim.Cloud.Resources() {
+		if r.Kind == kind {
+			out[r.Name+" "+r.ID] = r.Detail
+		}
+	}
+	return out
+}
+
+// lbMemberAddresses are the addresses of the load balancer's members, sorted.
+func lbMemberAddresses(sim *simulator.Simulator) []string {
+	var out []string
+	for _, detail := range cloudResources(sim, "member") {
+		// "ACTIVE/ONLINE 172.18.200.5:6443"
+		if f := strings.Fields(detail); len(f) == 2 {
+			out = append(out, strings.Split(f[1], ":")[0])
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// controlPlaneAddresses are the internal addresses of the cluster's control plane machines, sorted.
+func controlPlaneAddresses(t *testing.T, kc string) []string {
+	t.Helper()
+	out := strings.Fields(kubectl(t, kc, "-n", "cluster-init", "get", "machines", "-l", "cluster.x-k8s.io/control-plane", "-o",
+		`jsonpath={range .items[*]}{.status.addresses[?(@.type=="InternalIP")].address}{" "}{end}`))
+	slices.Sort(out)
+	return out
+}
+
+// kubeadm-capo highly available on the simulated cloud: three control plane machines behind an
+// Octavia load balancer, spread over the cloud's zones, bootstrapped with the pivot; a worker whose
+// server goes to SHUTOFF and one whose server goes to ERROR are both replaced by their health
+// check; the load balancer's members follow the control plane machines; cleanup leaves nothing
+// on the cloud: no load balancer, listener, pool, member, VIP port, floating IP or container.
+func TestKubeadmCAPOHighlyAvailableBehindOctavia(t *testing.T) {
+	requireEveryTestbedImage(t)
+	sim := startCloud(t)
+	dir, capoValues := capoEnvironment(t, sim)
+	ha := writeValues(t, `cluster:
+  control_plane:
+    replicas: 3
+  workers:
+    replicas: 2
+  health_checks:
+    node_unreachable_timeout_seconds: 60
+  capo:
+    api_server_load_balancer:
+      enabled: true
+`)
+	cleanup(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Minute)
+	defer cancel()
+	took := map[string]time.Duration{}
+	args := []string{"--values", testbedVs, "--values", capoValues, "--values", ha}
+	r := bootstrap(t, ctx, nil, append([]string{dir, "--output", "plain"}, args...)...)
+	r.report(t, "bootstrap kubeadm-capo with 3 control planes behind Octavia (simulated cloud)")
+	if r.err != nil {
+		t.Fatalf("bootstrap kubeadm-capo: %v", r.err)
+	}
+	took["bootstrap with the pivot"] = r.wall
+	t.Cleanup(func() {
+		if _, err := os.Stat(state.Environment(dir).ManagementKubeconfig()); err == nil {
+			bootstrap(t, context.Background(), nil, append([]string{"cleanup", dir}, args...)...)
+		}
+	})
+	assertContains(t, "the bootstrap", r.output.String(), "the pivot is complete", "is self-managed: 5 machines")
+	kc := state.Environment(dir).ManagementKubeconfig()
+	if lbs := cloudResources(sim, "loadbalancer"); len(lbs) != 1 {
+		t.Fatalf("load balancers after the bootstrap: %v, want one", lbs)
+	} else {
+		for name, detail := range lbs {
+			t.Logf("load balancer %s: %s", name, detail)
+			if !strings.HasPrefix(detail, "ACTIVE/ONLINE") {
+				t.Errorf("the load balancer after the bootstrap: %s, want ACTIVE/ONLINE", detail)
+			}
+		}
+	}
+	for kind, n := range map[string]int{"listener": 1, "pool": 1, "healthmonitor": 1} {
+		if got := cloudResources(sim, kind); len(got) != n {
+			t.Errorf("%ss after the bootstrap: %v, want %d", kind, got, n)
+		}
+	}
+	if members, cps := lbMemberAddresses(sim), controlPlaneAddresses(t, kc); !slices.Equal(members, cps) || len(cps) != 3 {
+		t.Errorf("the load balancer's members %v, the control plane machines' addresses %v: want the three alike", members, cps)
+	}
+	endpoint := kubectl(t, kc, "-n", "cluster-init", "get", "openstackcluster", "management", "-o", "jsonpath={.spec.controlPlaneEndpoint.host} {.status.apiServerLoadBalancer.ip}")
+	if f := strings.Fields(endpoint); len(f) != 2 || f[0] != f[1] {
+		t.Errorf("the cluster's endpoint and its load balancer's floating IP: %q, want the same", endpoint)
+	}
+	zones := strings.Fields(kubectl(t, kc, "-n", "cluster-init", "get", "machines", "-l", "cluster.x-k8s.io/control-plane", "-o", "jsonpath={.items[*].spec.failureDomain}"))
+	slices.Sort(zones)
+	if !slices.Equal(zones, simulator.AvailabilityZones) {
+		t.Errorf("the control plane machines' failure domains: %v, want one in each zone %v", zones, simulator.AvailabilityZones)
+	}
+
+	// A worker's server powered off, another's in ERROR: both replaced by their health check.
+	workers := runningMachinesOf(clusterMachines(t, kc, "cluster-init", "management"), false)
+	if len(workers) != 2 {
+		t.Fatalf("workers after the bootstrap: %v", workers)
+	}
+	for i, status := range []string{"SHUTOFF", "ERROR"} {
+		if err := sim.Cloud.Inject(cloud.Fault{Kind: "server-state", Name: workers[i].Node, Status: status}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lostAt := time.Now()
+	shown := map[string]string{}
+	waitExplained(t, 30*time.Minute, "both workers replaced", func() bool {
+		out := statusOf(dir)
+		for _, w := range workers {
+			if shown[w.Name] == "" {
+				shown[w.Name] = unhealthyIn(out, w.Name)
+			}
+		}
+		ms := clusterMachines(t, kc, "cluster-init", "management")
+		for _, w := range workers {
+			if slices.ContainsFunc(ms, func(m clusterMachine) bool { return m.Name == w.Name }) {
+				return false
+			}
+		}
+		running := runningMachinesOf(ms, false)
+		if len(running) != 2 {
+			return false
+		}
+		for _, m := range running {
+			if kubectlQuiet(kc, "get", "node", m.Node, "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`) != "True" {
+				return false
+			}
+		}
+		return true
+	}, func() string {
+		return kubectlQuiet(kc, "-n", "cluster-init", "get", "machines,openstackservers,machinehealthchecks", "-o", "wide")
+	})
+	took["a worker SHUTOFF and one in ERROR -> both replaced"] = time.Since(lostAt)
+	for _, w := range workers {
+		t.Logf("status showed %s: %s", w.Name, shown[w.Name])
+		if shown[w.Name] == "" {
+			t.Errorf("bootstrap status never showed %s unhealthy", w.Name)
+		}
+	}
+	if got := servers(sim); len(got["ACTIVE"]) != 5 || len(got) != 1 {
+		t.Errorf("servers after the replacements: %v, want 5 ACTIVE and no other", got)
+	}
+	if members, cps := lbMemberAddresses(sim), controlPlaneAddresses(t, kc); !slices.Equal(members, cps) {
+		t.Errorf("after the workers' replacement: members %v, control plane %v", members, cps)
+	}
+
+	// Cleanup: taken back into kind, deleted there; nothing left on the cloud.
+	c := bootstrap(t, ctx, nil, append([]string{"cleanup", dir}, args...)...)
+	if c.err != nil {
+		t.Fatalf("cleanup: %v", c.err)
+	}
+	took["cleanup (taken back into kind)"] = c.wall
+	if left := sim.Cloud.Resources(); len(left) > 0 {
+		t.Errorf("left on the cloud after cleanup: %+v", left)
+	}
+	for _, label := range []string{"cluster-init.dev/openstack-server", "cluster-init.dev/openstack-loadbalancer"} {
+		if out, _ := exec.Command("docker", "ps", "-a", "--quiet", "--filter", "label="+label).Output(); strings.TrimSpace(string(out)) != "" {
+			t.Errorf("containers (%s) left after cleanup: %s", label, out)
+		}
+	}
+	reportCloud(t, sim.Cloud, took)
 }
