@@ -50,8 +50,8 @@ type Meta struct {
 	Format int `json:"format"`
 	// Environment is the environment whose management cluster was backed up; Cluster is that
 	// cluster's name.
-	Environment string `json:"environment"`
-	Cluster     string `json:"cluster"`
+	Environment string    `json:"environment"`
+	Cluster     string    `json:"cluster"`
 	Created     time.Time `json:"created"`
 	// Reason is why it was taken: the schedule, before a change of the platform, on demand.
 	Reason string `json:"reason"`
