@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -987,8 +988,15 @@ func (c *Cloud) createFloatingIP(in object) (object, effect, *apiError) {
 	return o, fx, nil
 }
 
+// updateFloatingIP changes a floating IP's description or port. An update that names no port_id
+// disassociates it, as Neutron does (its update always sets the association: CAPO v0.13
+// disassociates with an empty update, gophercloud leaving out a nil port_id).
 func (c *Cloud) updateFloatingIP(o, in object) (effect, *apiError) {
 	var fx []effect
+	if _, ok := in["port_id"]; !ok {
+		in = maps.Clone(in)
+		in["port_id"] = nil
+	}
 	for k, v := range in {
 		switch k {
 		case "description":
