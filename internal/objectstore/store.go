@@ -157,10 +157,19 @@ func IsNotFound(err error) bool {
 func (s *Store) fail(what string, err error) error {
 	var e minio.ErrorResponse
 	if errors.As(err, &e) && e.Code != "" {
-		return fmt.Errorf("%s in %s: %s: %s: %w", what, s, e.Code, e.Message, err)
+		return &storeError{what: what + " in " + s.String() + ": " + e.Code, err: err}
 	}
 	return fmt.Errorf("%s in %s: %w", what, s, err)
 }
+
+// storeError is a store's refusal: what was done, where, the store's code, then its message.
+type storeError struct {
+	what string
+	err  error
+}
+
+func (e *storeError) Error() string { return e.what + ": " + e.err.Error() }
+func (e *storeError) Unwrap() error { return e.err }
 
 // redactURL drops what an endpoint should not carry before it is shown.
 func redactURL(raw string) string {
