@@ -27,7 +27,8 @@ var capoTenants = map[string]any{
 	"workload_clusters": map[string]any{"tenants": map[string]any{
 		"workload-clusters": map[string]any{"name_prefix": "wl", "path": "./clusters/management/workload-clusters", "readers_group": readersA},
 		"team-os": map[string]any{"name_prefix": "os-", "path": "./clusters/management/team-os",
-			"capo": map[string]any{"cloud_name": "team-os", "node_cidr": "10.7.0.0/24", "external_network_id": "11111111-2222-3333-4444-555555555555"}},
+			"capo": map[string]any{"cloud_name": "team-os", "node_cidr": "10.7.0.0/24", "external_network_id": "11111111-2222-3333-4444-555555555555",
+				"api_server_load_balancer": map[string]any{"enabled": false}}},
 	}},
 	"credentials": map[string]any{"tenants": map[string]any{"team-os": map[string]any{"openstack": map[string]any{"clouds_yaml": `clouds:
   team-os:
@@ -43,7 +44,10 @@ var capoTenants = map[string]any{
 `}}}},
 }
 
-const builderOS = "system:serviceaccount:team-os:cluster-builder"
+const (
+	builderOS = "system:serviceaccount:team-os:cluster-builder"
+	tenantOS  = "system:serviceaccount:team-os:tenant"
+)
 
 // renderCAPOTenantTestbed is the tenants of kubeadm-capo, and wl1 written by the default tenant.
 func renderCAPOTenantTestbed(t *testing.T) *tenantTestbed {
@@ -95,6 +99,11 @@ func TestATenantsClustersOnOpenStackAreBuiltWithThePlatformsCredentials(t *testi
 		if ns == "team-os" && (capo["cloud_name"] != "team-os" || capo["node_cidr"] != "10.7.0.0/24") {
 			t.Errorf("team-os's own cloud settings: %v", capo)
 		}
+		// Its own load balancer choice, and the platform's for the others: one tenant's never
+		// becomes the platform's.
+		if lb, _ := capo["api_server_load_balancer"].(map[string]any); lb["enabled"] != (ns != "team-os") {
+			t.Errorf("%s's clusters' API load balancer: %v, want %v", ns, lb, ns != "team-os")
+		}
 	}
 	// The password of team-os's project is in its Secret only (and the release's own credentials).
 	for _, o := range tb.installed {
@@ -142,6 +151,11 @@ func capoAdmissionCases() []admissionCase {
 		{name: "wl1's definitions as its chart renders them", user: builderA, definition: "OpenStackCluster", refused: ok},
 		{name: "wl1's machine templates as its chart renders them", user: builderA, definition: "OpenStackMachineTemplate", refused: ok},
 		{name: "a tenant's values naming a Secret of credentials", user: tenantA, edit: set("spec.values.cluster.capo.credentials_secret", "wl1-kubeconfig"), refused: "spec.values.cluster.capo"},
+		{name: "one control plane machine where the platform gives no load balancer", user: tenantOS, ns: "team-os", edit: rename("os-one"), refused: ok},
+		{name: "three control plane machines where the platform gives no load balancer", user: tenantOS, ns: "team-os",
+			edit: all(rename("os-one"), set("spec.values.cluster.control_plane", map[string]any{"replicas": int64(3)})), refused: "spec.values.cluster.control_plane.replicas: expected 1: the platform gives this tenant's clusters on OpenStack no API load balancer (workload_clusters.tenants.team-os.capo.api_server_load_balancer)"},
+		{name: "three control plane machines behind the load balancer the platform gives", user: tenantA,
+			edit: set("spec.values.cluster.control_plane", map[string]any{"replicas": int64(3)}), refused: ok},
 		{name: "a tenant's values taking the management cluster's floating IP", user: tenantA, edit: set("spec.values.cluster.capo.control_plane_endpoint_floating_ip", "203.0.113.10"), refused: "spec.values.cluster.capo"},
 
 		{name: "a cluster built with other credentials", user: builderA, definition: "OpenStackCluster", edit: set("spec.identityRef.name", "wl1-credentials"), refused: "spec.identityRef"},

@@ -15,7 +15,15 @@ capi-cluster.checks fails early, naming the values key, on what the templates ca
 {{- if and (eq $p.infrastructure "capo") (not .Values.cluster.capo.credentials_secret) (not (dig "openstack" "clouds_yaml" "" (.Values.credentials | default dict))) -}}
   {{- fail "credentials.openstack.clouds_yaml: required with the capo provider (in secrets.yaml)" -}}
 {{- end -}}
-{{- if and (eq $p.infrastructure "capo") (gt (int .Values.cluster.control_plane.replicas) 1) (not (dig "api_server_load_balancer" "enabled" false .Values.cluster.capo)) -}}
+{{- /* More than one control plane machine on OpenStack needs the API behind a load balancer; a
+     running cluster made before, with its endpoint on the first machine, keeps it (its endpoint
+     cannot move: capi-cluster.loadBalancerKept). */ -}}
+{{- $runningWithoutLB := false -}}
+{{- if eq $p.infrastructure "capo" -}}
+  {{- $running := lookup "infrastructure.cluster.x-k8s.io/v1beta1" "OpenStackCluster" .Release.Namespace .Values.cluster.name -}}
+  {{- $runningWithoutLB = and $running (not (dig "spec" "apiServerLoadBalancer" "enabled" false $running)) -}}
+{{- end -}}
+{{- if and (eq $p.infrastructure "capo") (gt (int .Values.cluster.control_plane.replicas) 1) (not (dig "api_server_load_balancer" "enabled" false .Values.cluster.capo)) (not $runningWithoutLB) -}}
   {{- fail (printf "cluster.control_plane.replicas: %d control plane machines on capo need cluster.capo.api_server_load_balancer.enabled: true (an Octavia load balancer in front of them): without it the cluster's endpoint is a floating IP on the first machine, and the cluster stops with it" (int .Values.cluster.control_plane.replicas)) -}}
 {{- end -}}
 {{- include "capi-cluster.versionSteps" . -}}

@@ -90,7 +90,9 @@ cacert}) are empty but on OpenStack. The result holds secrets: never printed.
 {{- $cloudCreds := dict -}}
 {{- $tenantCloudCreds := dig "tenants" $ns "openstack" dict ($root.Values.credentials | default dict) -}}
 {{- if eq $infra "capo" -}}
-  {{- $capo = mergeOverwrite (pick $root.Values.cluster.capo "cloud_name" "image_name" "external_network_id" "ssh_key_name" "node_cidr" "dns_nameservers" "api_server_load_balancer") ($t.capo | default dict) -}}
+  {{- /* A deep copy: mergeOverwrite writes into its first argument, and pick copies only the top
+       level (one tenant's load balancer choice would become the platform's). */ -}}
+  {{- $capo = mergeOverwrite (deepCopy (pick $root.Values.cluster.capo "cloud_name" "image_name" "external_network_id" "ssh_key_name" "node_cidr" "dns_nameservers" "api_server_load_balancer")) (deepCopy ($t.capo | default dict)) -}}
   {{- $_ := set $capo "credentials_secret" (include "workload-clusters.cloudCredentialsSecret" $root) -}}
   {{- $cloudCreds = $tenantCloudCreds | default (dig "openstack" dict ($root.Values.credentials | default dict)) -}}
   {{- if not $cloudCreds.clouds_yaml -}}

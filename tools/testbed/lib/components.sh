@@ -76,6 +76,8 @@ COMPONENTS=(
   'capo                   | sigs.k8s.io/cluster-api-provider-openstack        | CAPO_VERSION                           | CAPO_BIN           | cgo0             | nosumdb           | -                                               | manager:. | -s -w -X {m}/version.gitVersion={CAPO_VERSION}'
   'orc                    | github.com/k-orc/openstack-resource-controller/v2 | ORC_VERSION                            | ORC_BIN            | cgo0             | nosumdb           | -                                               | manager:cmd/manager | -s -w -X {m}/internal/version.gitVersion={ORC_VERSION}'
   'caprke2                | github.com/rancher/cluster-api-provider-rke2      | CAPRKE2_VERSION                        | CAPRKE2_BIN        | cgo0             | -                 | -                                               | rke2-bootstrap:bootstrap rke2-control-plane:controlplane | -s -w -X {m}/version.gitVersion={CAPRKE2_VERSION}'
+  # The object store of the backups: SeaweedFS's weed, static as its release builds are.
+  'seaweedfs              | github.com/seaweedfs/seaweedfs                    | SEAWEEDFS_VERSION                      | SEAWEEDFS_BIN      | cgo0             | -                 | -                                               | weed:weed | -s -w'
 )
 
 build_runtime() { build_components containerd runc cni-plugins crictl; }
@@ -89,6 +91,7 @@ build_kind() { build_components kind; }
 build_capo() { build_components capo; }
 build_orc() { build_components orc; }
 build_caprke2() { build_components caprke2; }
+build_seaweedfs() { build_components seaweedfs; }
 
 # build_components NAME...: build these components of COMPONENTS, in this order, once every pin
 # they need is known to be set.

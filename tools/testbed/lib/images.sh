@@ -8,6 +8,7 @@ NET_BASE=cluster-init-testbed/debian-iptables:$DEBIAN_SUITE
 HAPROXY_BASE=cluster-init-testbed/debian-haproxy:$DEBIAN_SUITE
 GIT_BASE=cluster-init-testbed/debian-git:$DEBIAN_SUITE
 GIT_SERVER_IMAGE=cluster-init-testbed/git-server:latest
+S3_IMAGE=cluster-init-testbed/s3:latest
 # The application the placement end-to-end test places on clusters (tools/testbed/hello).
 HELLO_IMAGE=cluster-init-testbed/hello:v1
 
@@ -290,6 +291,22 @@ EXPOSE 3000
 ENTRYPOINT ["/sbin/tini", "--", "gitserver"]
 EOF
   build_image "$GIT_SERVER_IMAGE" "$ctx"
+}
+
+# The object store: SeaweedFS's weed on the static base, its data in a volume. Not a product
+# image either: it runs next to the registry, as a cloud's object store is outside its clusters.
+image_s3() {
+  local ctx
+  ctx=$(context_dir s3)
+  put "$SEAWEEDFS_BIN/weed" "$ctx/weed"
+  cat >"$ctx/Dockerfile" <<EOF
+FROM $STATIC_BASE
+COPY weed /usr/bin/weed
+VOLUME ["/data"]
+EXPOSE 8333
+ENTRYPOINT ["/usr/bin/weed"]
+EOF
+  build_image "$S3_IMAGE" "$ctx"
 }
 
 # The registry: filesystem storage on a volume, HTTP on :5000, deletion enabled.
