@@ -364,7 +364,7 @@ func (m Machine) String() string {
 		s += ", node " + m.Node
 	}
 	if m.Unhealthy != "" {
-		s += "; " + m.Remediating(time.Now())
+		s += "; " + m.Remediating(time.Time{})
 	}
 	if m.Message != "" {
 		s += "; " + m.Message
@@ -372,12 +372,15 @@ func (m Machine) String() string {
 	return s
 }
 
-// Remediating says why a health check found the machine unhealthy, since when, and what its
-// owner does about it.
+// Remediating says why a health check found the machine unhealthy, since when (and how long
+// before now, unless now is zero), and what its owner does about it.
 func (m Machine) Remediating(now time.Time) string {
 	s := "unhealthy"
 	if !m.UnhealthySince.IsZero() {
-		s += fmt.Sprintf(" since %s (%s)", m.UnhealthySince.Local().Format(time.TimeOnly), now.Sub(m.UnhealthySince).Round(time.Second))
+		s += " since " + m.UnhealthySince.Local().Format(time.TimeOnly)
+		if !now.IsZero() {
+			s += fmt.Sprintf(" (%s)", now.Sub(m.UnhealthySince).Round(time.Second))
+		}
 	}
 	s += ": " + m.Unhealthy
 	if m.Remediation != "" {

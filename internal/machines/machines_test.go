@@ -2,7 +2,6 @@ package machines_test
 
 import (
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -289,8 +288,11 @@ func TestTheHealthOfACluster(t *testing.T) {
 			t.Errorf("%s: the unhealthy machine: %+v", what, sick)
 		}
 		if got := strings.Join(v.Lines(), "\n"); !strings.Contains(got, "Machine wl-workers-a (worker): Running, unhealthy, node wl-workers-a; unhealthy since") ||
-			!regexp.MustCompile(`\(3m[0-9]+s\): UnhealthyNode`).MatchString(got) || !strings.Contains(got, "its replacement: WaitingForRemediation: Waiting for remediation") {
+			!strings.Contains(got, "unhealthy since "+since.Local().Format(time.TimeOnly)+": UnhealthyNode") || !strings.Contains(got, "its replacement: WaitingForRemediation: Waiting for remediation") {
 			t.Errorf("%s: the lines do not say the machine is unhealthy since 3 minutes and waits to be replaced:\n%s", what, got)
+		}
+		if got := sick.Remediating(since.Add(3 * time.Minute)); sick != nil && !strings.Contains(got, "(3m0s): UnhealthyNode") {
+			t.Errorf("%s: its remediation, 3 minutes in: %q", what, got)
 		}
 		if got := v.GaveUp(); len(got) != 1 || !strings.Contains(got[0], "MachineHealthCheck wl-workers replaces no machine: TooManyUnhealthy") || !strings.Contains(got[0], "(1 of 3 machines healthy)") {
 			t.Errorf("%s: the health check that gave up: %v", what, got)

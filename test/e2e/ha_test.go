@@ -87,22 +87,27 @@ func runningMachinesOf(ms []clusterMachine, controlPlane bool) []clusterMachine 
 // etcdMembers asks the etcd of a control plane node (a CAPD container, reached at its address in
 // the Docker network with the node's health check client certificate) for its members' names,
 // through etcd's JSON gateway: the test bed's etcd image has no etcdctl.
-func etcdMembers(t *testing.T, node string) ([]string, error) {
-	t.Helper()
-	read := func(name string) []byte {
+// Errors are returned, not fatal: a wait may ask a node that is going away.
+func etcdMembers(node string) ([]string, error) {
+	files := map[string][]byte{}
+	for _, name := range []string{"ca.crt", "healthcheck-client.crt", "healthcheck-client.key"} {
 		out, err := exec.Command("docker", "exec", node, "cat", "/etc/kubernetes/pki/etcd/"+name).Output()
 		if err != nil {
-			t.Fatalf("read %s of node %s: %v", name, node, err)
+			return nil, fmt.Errorf("read %s of node %s: %w", name, node, err)
 		}
-		return out
+		files[name] = out
 	}
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(read("ca.crt"))
-	cert, err := tls.X509KeyPair(read("healthcheck-client.crt"), read("healthcheck-client.key"))
+	pool.AppendCertsFromPEM(files["ca.crt"])
+	cert, err := tls.X509KeyPair(files["healthcheck-client.crt"], files["healthcheck-client.key"])
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	ip := docker(t, "inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", node)
+	out, err := exec.Command("docker", "inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", node).Output()
+	if err != nil {
+		return nil, fmt.Errorf("the address of node %s: %w", node, err)
+	}
+	ip := strings.TrimSpace(string(out))
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, ServerName: node}}}
 	resp, err := client.Post("https://"+ip+":2379/v3/cluster/member/list", "application/json", bytes.NewReader([]byte("{}")))
 	if err != nil {
@@ -210,7 +215,7 @@ func TestAHighlyAvailableManagementCluster(t *testing.T) {
 	if len(cps) != 3 {
 		t.Fatalf("after the bootstrap: %d control plane machines running, want 3", len(cps))
 	}
-	if members, err := etcdMembers(t, cps[0].Node); err != nil || len(members) != 3 {
+	if members, err := etcdMembers(cps[0].Node); err != nil || len(members) != 3 {
 		t.Fatalf("after the bootstrap: etcd members %v (%v), want 3", members, err)
 	}
 	t.Logf("after the bootstrap: machines %s", kubectlQuiet(kc, "-n", ns, "get", "machines", "-o", "wide"))
@@ -303,9 +308,9 @@ func TestAHighlyAvailableManagementCluster(t *testing.T) {
 	}
 	cps = runningMachinesOf(clusterMachines(t, kc, ns, mgmt), true)
 	waitExplained(t, 5*time.Minute, "etcd with three members", func() bool {
-		members, err := etcdMembers(t, cps[0].Node)
+		members, err := etcdMembers(cps[0].Node)
 		return err == nil && len(members) == 3 && !slices.Contains(members, lost.Node)
-	}, func() string { m, err := etcdMembers(t, cps[0].Node); return fmt.Sprint(m, err) })
+	}, func() string { m, err := etcdMembers(cps[0].Node); return fmt.Sprint(m, err) })
 	settled("after a control plane machine was replaced")
 	p.finish(t)
 	atMost(t, p, "management API server", 1)
@@ -314,7 +319,7 @@ func TestAHighlyAvailableManagementCluster(t *testing.T) {
 	workers := runningMachinesOf(clusterMachines(t, kc, ns, mgmt), false)
 	lost = workers[0]
 	for _, w := range workers {
-		if strings.Contains(kubectlQuiet(kc, "-n", "capi-system", "get", "pods", "-o", "jsonpath={.items[*].spec.nodeName}"), w.Node) {
+		if slices.Contains(strings.Fields(kubectlQuiet(kc, "-n", "capi-system", "get", "pods", "-o", "jsonpath={.items[*].spec.nodeName}")), w.Node) {
 			lost = w // the worker that runs Cluster API's controller: the health check's own
 		}
 	}
@@ -322,6 +327,9 @@ func TestAHighlyAvailableManagementCluster(t *testing.T) {
 	at = loseMachine(t, lost.Node)
 	shown = waitReplaced(t, r, kc, ns, mgmt, lost, 2, 30*time.Minute)
 	t.Logf("worker %s lost -> replaced, 2 workers Ready: %s; status showed: %s", lost.Name, time.Since(at).Round(time.Second), shown)
+	if shown == "" {
+		t.Errorf("bootstrap status never showed %s unhealthy", lost.Name)
+	}
 	settled("after a worker was replaced")
 	p.finish(t)
 	atMost(t, p, "management API server", 1)
@@ -344,7 +352,7 @@ func TestAHighlyAvailableManagementCluster(t *testing.T) {
 			if len(cps) != n || all != n {
 				return false
 			}
-			members, err := etcdMembers(t, cps[0].Node)
+			members, err := etcdMembers(cps[0].Node)
 			return err == nil && len(members) == n
 		}, func() string { return kubectlQuiet(kc, "-n", ns, "get", "machines", "-o", "wide") })
 		t.Logf("push -> %d control plane machines, etcd of %d: %s", n, n, time.Since(pushed).Round(time.Second))

@@ -504,8 +504,8 @@ func TestKubeadmCAPOHighlyAvailableBehindOctavia(t *testing.T) {
 	}
 	zones := strings.Fields(kubectl(t, kc, "-n", "cluster-init", "get", "machines", "-l", "cluster.x-k8s.io/control-plane", "-o", "jsonpath={.items[*].spec.failureDomain}"))
 	slices.Sort(zones)
-	if !slices.Equal(zones, simulator.AvailabilityZones) {
-		t.Errorf("the control plane machines' failure domains: %v, want one in each zone %v", zones, simulator.AvailabilityZones)
+	if !slices.Equal(zones, simulator.AvailabilityZones()) {
+		t.Errorf("the control plane machines' failure domains: %v, want one in each zone %v", zones, simulator.AvailabilityZones())
 	}
 
 	// A worker's server powered off, then another's in ERROR: each replaced by its health check.

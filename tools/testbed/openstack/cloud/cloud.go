@@ -106,7 +106,10 @@ type Cloud struct {
 	loadBalancers, listeners, pools, monitors, members *table
 
 	faults faults
-	calls  map[string]int
+	// faultsCleared is closed by ClearFaults: what a fault holds (a load balancer stuck for
+	// ever) goes on then.
+	faultsCleared chan struct{}
+	calls         map[string]int
 	// booting are the boots still going, so that a delete stops one and waits for it.
 	booting map[string]booting
 	// closed: the cloud is shutting down and starts nothing more in the background.
@@ -152,7 +155,7 @@ func New(cfg Config) (*Cloud, error) {
 		networks: newTable(), subnets: newTable(), ports: newTable(), secGroups: newTable(), secRules: newTable(),
 		routers: newTable(), floatingIPs: newTable(), images: newTable(),
 		loadBalancers: newTable(), listeners: newTable(), pools: newTable(), monitors: newTable(), members: newTable(),
-		calls: map[string]int{}, booting: map[string]booting{},
+		calls: map[string]int{}, booting: map[string]booting{}, faultsCleared: make(chan struct{}),
 	}
 	c.projectID, c.userID, c.domainID = newID(), newID(), "default"
 	c.seed()

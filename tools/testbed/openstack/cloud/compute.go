@@ -629,23 +629,40 @@ func (c *Cloud) setServerState(nameOrID, status, message string) error {
 		c.mu.Unlock()
 		return fmt.Errorf("fault server-state: server %s is %s, expected ACTIVE", nameOrID, st)
 	}
-	c.mu.Unlock()
+	before := found.clone()
 	switch status {
 	case "SHUTOFF":
-		c.setState(id, "SHUTOFF", "", "stopped", 4, "")
+		setServer(found, "SHUTOFF", "stopped", 4, "")
 	case "ERROR":
 		if message == "" {
 			message = "The instance's host went down: its hypervisor stopped answering."
 		}
-		c.setState(id, "ERROR", "", "error", 0, message)
+		setServer(found, "ERROR", "error", 0, message)
 	default:
+		c.mu.Unlock()
 		return fmt.Errorf("fault server-state: status %q, expected SHUTOFF or ERROR", status)
 	}
+	c.mu.Unlock()
 	c.log.Info("fault injected", "kind", "server-state", "server", nameOrID, "status", status)
 	if c.cfg.Machines != nil {
 		if err := c.cfg.Machines.Stop(c.ctx, id); err != nil {
+			// Its machine still runs: the record says so again.
+			c.mu.Lock()
+			if _, ok := c.servers.get(id); ok {
+				c.servers.put(before)
+			}
+			c.mu.Unlock()
 			return fmt.Errorf("fault server-state: stop server %s: %w", nameOrID, err)
 		}
 	}
 	return nil
+}
+
+// setServer sets a server's state fields, as Nova shows them.
+func setServer(s object, status, vm string, power int, fault string) {
+	s["status"], s["OS-EXT-STS:vm_state"], s["OS-EXT-STS:power_state"], s["OS-EXT-STS:task_state"] = status, vm, power, nil
+	if fault != "" {
+		s["fault"] = map[string]any{"code": 500, "message": fault, "created": stamp()}
+	}
+	touch(s)
 }

@@ -183,11 +183,13 @@ func (c *Cloud) Inject(f Fault) error {
 	return nil
 }
 
-// ClearFaults removes every fault.
+// ClearFaults removes every fault; a load balancer stuck by one goes on.
 func (c *Cloud) ClearFaults() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.faults = faults{}
+	close(c.faultsCleared)
+	c.faultsCleared = make(chan struct{})
 }
 
 // Resource is one resource the project holds, as the admin API lists it.

@@ -214,18 +214,20 @@ func (c *Cloud) loadBalancerRoutes(mux *http.ServeMux) {
 	}
 	mux.HandleFunc("GET "+base+"pools/{id}/members", c.guarded(func(w http.ResponseWriter, r *http.Request) {
 		c.mu.Lock()
-		defer c.mu.Unlock()
-		if _, ok := c.pools.get(r.PathValue("id")); !ok {
-			octaviaError(w, notFound("Pool", r.PathValue("id")))
-			return
-		}
+		_, ok := c.pools.get(r.PathValue("id"))
 		var of []object
 		for _, m := range c.members.all() {
 			if m.str("pool_id") == r.PathValue("id") {
 				of = append(of, m)
 			}
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"members": c.listOctavia(of, r), "members_links": []any{}})
+		out := c.listOctavia(of, r)
+		c.mu.Unlock()
+		if !ok {
+			octaviaError(w, notFound("Pool", r.PathValue("id")))
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"members": out, "members_links": []any{}})
 	}))
 	mux.HandleFunc("GET "+base+"pools/{id}/members/{member}", c.guarded(func(w http.ResponseWriter, r *http.Request) {
 		c.mu.Lock()
@@ -389,8 +391,8 @@ func (c *Cloud) createListener(in object) (object, *apiError) {
 	}
 	o := c.octaviaObject(in, "protocol", "protocol_port", "connection_limit", "allowed_cidrs", "default_pool_id")
 	o["loadbalancers"] = ids(lbID)
-	for k, v := range map[string]any{"connection_limit": -1, "allowed_cidrs": []any{}, "default_pool_id": nil, "l7policies": []any{},
-		"timeout_client_data": 50000, "timeout_member_data": 50000, "timeout_member_connect": 5000, "insert_headers": map[string]any{}} {
+	for k, v := range map[string]any{"connection_limit": float64(-1), "allowed_cidrs": []any{}, "default_pool_id": nil, "l7policies": []any{},
+		"timeout_client_data": float64(50000), "timeout_member_data": float64(50000), "timeout_member_connect": float64(5000), "insert_headers": map[string]any{}} {
 		if _, ok := o[k]; !ok {
 			o[k] = v
 		}
@@ -419,6 +421,9 @@ func (c *Cloud) createPool(in object) (object, *apiError) {
 	}
 	if p, _ := in["protocol"].(string); p != "TCP" {
 		return nil, badRequest(fmt.Sprintf("Invalid input for field/attribute protocol. Value: '%s'. This simulated provider serves TCP only", p))
+	}
+	if a, _ := in["lb_algorithm"].(string); !slices.Contains([]string{"ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP", "SOURCE_IP_PORT"}, a) {
+		return nil, badRequest(fmt.Sprintf("Invalid input for field/attribute lb_algorithm. Value: '%v'. Value should be one of: ROUND_ROBIN, LEAST_CONNECTIONS, SOURCE_IP, SOURCE_IP_PORT", in["lb_algorithm"]))
 	}
 	o := c.octaviaObject(in, "protocol", "lb_algorithm", "session_persistence")
 	o["loadbalancers"], o["listeners"], o["members"], o["healthmonitor_id"] = ids(lbID), []any{}, []any{}, nil
@@ -458,7 +463,7 @@ func (c *Cloud) createMonitor(in object) (object, *apiError) {
 	}
 	o := c.octaviaObject(in, "type", "delay", "timeout", "max_retries", "max_retries_down")
 	if _, ok := o["max_retries_down"]; !ok {
-		o["max_retries_down"] = 3
+		o["max_retries_down"] = float64(3) // Octavia's default; a number as JSON decodes one
 	}
 	o["pools"] = ids(poolID)
 	c.monitors.put(o)
@@ -492,7 +497,7 @@ func (c *Cloud) createMember(poolID string, in object) (object, *apiError) {
 	}
 	o := c.octaviaObject(in, "address", "protocol_port", "subnet_id", "weight", "backup", "monitor_address", "monitor_port")
 	o["address"], o["pool_id"] = addr.String(), poolID
-	for k, v := range map[string]any{"weight": 1, "backup": false, "monitor_address": nil, "monitor_port": nil, "subnet_id": nil} {
+	for k, v := range map[string]any{"weight": float64(1), "backup": false, "monitor_address": nil, "monitor_port": nil, "subnet_id": nil} {
 		if _, ok := o[k]; !ok {
 			o[k] = v
 		}
@@ -589,7 +594,8 @@ func (c *Cloud) deleteMember(poolID, memberID string) *apiError {
 // provision applies the load balancer's records to its machine in the background: the load
 // balancer is PENDING_UPDATE (or PENDING_CREATE) until it serves as they say, then ACTIVE, and
 // its children that waited are ACTIVE or gone. fault, for a new load balancer, is what the
-// admin API injected: it stays in PENDING_CREATE (for ever, or for a while) or goes to ERROR.
+// admin API injected: it stays in PENDING_CREATE (for a while, or until the faults are cleared)
+// or goes to ERROR.
 func (c *Cloud) provision(lbID string, fault loadBalancerFault) {
 	lb, _ := c.loadBalancers.get(lbID)
 	if lb.str("provisioning_status") == "ACTIVE" {
@@ -599,19 +605,22 @@ func (c *Cloud) provision(lbID string, fault loadBalancerFault) {
 	if c.closed {
 		return
 	}
+	cleared := c.faultsCleared
 	c.booted.Add(1)
 	go func() {
 		defer c.booted.Done()
 		switch fault.kind {
 		case "stuck":
 			c.log.Info("load balancer stuck in PENDING_CREATE (fault)", "id", lbID, "for", fault.stuckFor)
-			if fault.stuckFor == 0 {
-				return
+			var until <-chan time.Time // for ever: until the faults are cleared
+			if fault.stuckFor > 0 {
+				until = time.After(fault.stuckFor)
 			}
 			select {
 			case <-c.ctx.Done():
 				return
-			case <-time.After(fault.stuckFor):
+			case <-until:
+			case <-cleared:
 			}
 		case "error":
 			c.settle(lbID, fmt.Errorf("fault injected"))
@@ -652,7 +661,7 @@ func (c *Cloud) settle(lbID string, err error) {
 			}
 			switch o.str("provisioning_status") {
 			case "PENDING_DELETE":
-				c.forget(o)
+				c.forget(t, o)
 			case "PENDING_CREATE", "PENDING_UPDATE":
 				o["provisioning_status"] = "ACTIVE"
 			}
@@ -677,26 +686,24 @@ func (c *Cloud) lbOf(o object) string {
 	return ""
 }
 
-// forget removes a child whose deletion was applied, and its references.
-func (c *Cloud) forget(o object) {
+// forget removes a child of table t whose deletion was applied, and its references.
+func (c *Cloud) forget(t *table, o object) {
 	id := o.str("id")
 	drop := func(owner object, key string) {
 		if refs, ok := owner[key].([]any); ok {
 			owner[key] = slices.DeleteFunc(refs, func(r any) bool { m, _ := r.(map[string]any); return m["id"] == id })
 		}
 	}
-	switch {
-	case o.str("pool_id") != "":
+	switch t {
+	case c.members:
 		if p, ok := c.pools.get(o.str("pool_id")); ok {
 			drop(p, "members")
 		}
-		c.members.remove(id)
-	case o["type"] != nil:
+	case c.monitors:
 		if p, ok := c.pools.get(firstID(o, "pools")); ok {
 			p["healthmonitor_id"] = nil
 		}
-		c.monitors.remove(id)
-	case o["lb_algorithm"] != nil:
+	case c.pools:
 		lb, _ := c.loadBalancers.get(firstID(o, "loadbalancers"))
 		drop(lb, "pools")
 		for _, l := range c.listeners.all() {
@@ -712,12 +719,11 @@ func (c *Cloud) forget(o object) {
 		if mid, _ := o["healthmonitor_id"].(string); mid != "" {
 			c.monitors.remove(mid)
 		}
-		c.pools.remove(id)
-	default:
+	case c.listeners:
 		lb, _ := c.loadBalancers.get(firstID(o, "loadbalancers"))
 		drop(lb, "listeners")
-		c.listeners.remove(id)
 	}
+	t.remove(id)
 }
 
 // removeLoadBalancer deletes the load balancer's machine, then its records, its children's and
@@ -900,7 +906,13 @@ func (c *Cloud) watchHealth(every time.Duration) {
 			health, err := c.cfg.Balancers.Health(ctx, id)
 			cancel()
 			if err != nil {
-				c.log.Debug("health of a load balancer", "id", id, "err", err)
+				// Its amphora does not answer: Octavia shows the load balancer in ERROR.
+				c.log.Warn("health of a load balancer", "id", id, "err", err)
+				c.mu.Lock()
+				if lb, ok := c.loadBalancers.get(id); ok && lb.str("provisioning_status") == "ACTIVE" {
+					lb["operating_status"] = "ERROR"
+				}
+				c.mu.Unlock()
 				continue
 			}
 			c.mu.Lock()

@@ -393,6 +393,9 @@ func TestOctaviaFaults(t *testing.T) {
 	if !gophercloud.ResponseCodeIs(err, http.StatusForbidden) || !strings.Contains(err.Error(), "Quota has been met for resources: Load Balancer") {
 		t.Errorf("a load balancer over quota: %v, want 403 Quota has been met", err)
 	}
+	// A load balancer stuck for ever goes on once the faults are cleared.
+	c.ClearFaults()
+	c.waitActive(t, stuck.ID)
 	for _, f := range []cloud.Fault{{Kind: "load-balancer-stuck", Name: "(", For: "1s"}, {Kind: "load-balancer-stuck", Name: "x", For: "soon"}} {
 		if err := c.Inject(f); err == nil {
 			t.Errorf("fault %+v accepted", f)

@@ -48,6 +48,24 @@ type Balancers struct {
 	mu sync.Mutex
 	// vips are the addresses of the load balancers applied, where their health is read.
 	vips map[string]netip.Addr
+	// addresses are the floating IPs the cloud gave each load balancer: a container made again
+	// gets them again.
+	addresses map[string]map[netip.Addr]bool
+	// locks serialize the changes of one load balancer (its configuration, its addresses).
+	locks map[string]*sync.Mutex
+}
+
+// lock holds load balancer lbID's lock until the function it returns is called.
+func (b *Balancers) lock(lbID string) func() {
+	b.mu.Lock()
+	l := b.locks[lbID]
+	if l == nil {
+		l = &sync.Mutex{}
+		b.locks[lbID] = l
+	}
+	b.mu.Unlock()
+	l.Lock()
+	return l.Unlock
 }
 
 var _ cloud.Balancers = (*Balancers)(nil)
@@ -63,7 +81,8 @@ func NewBalancers(cfg BalancersConfig) (*Balancers, error) {
 	if cfg.NamePrefix == "" {
 		cfg.NamePrefix = "openstack-"
 	}
-	return &Balancers{cfg: cfg, log: cfg.Logger, http: &http.Client{Timeout: 2 * time.Second}, vips: map[string]netip.Addr{}}, nil
+	return &Balancers{cfg: cfg, log: cfg.Logger, http: &http.Client{Timeout: 2 * time.Second}, vips: map[string]netip.Addr{},
+		addresses: map[string]map[netip.Addr]bool{}, locks: map[string]*sync.Mutex{}}, nil
 }
 
 func (b *Balancers) containerName(lbID string) string {
@@ -71,22 +90,26 @@ func (b *Balancers) containerName(lbID string) string {
 }
 
 // Apply writes the load balancer's haproxy configuration and starts its container, or has the
-// running one reload it, then waits until it serves that configuration.
+// running one reload it, then waits until it serves that configuration. A container started
+// (again) gets the load balancer's floating IPs.
 func (b *Balancers) Apply(ctx context.Context, spec cloud.BalancerSpec) error {
 	if !b.cfg.Subnet.Contains(spec.VIP) {
 		return fmt.Errorf("load balancer %s: its VIP %s is outside the Docker network %s (%s): give the cluster a subnet inside it", spec.ID, spec.VIP, b.cfg.Network, b.cfg.Subnet)
 	}
+	unlock := b.lock(spec.ID)
+	defer unlock()
 	config, revision := haproxyConfig(spec)
 	archive, err := tarOf("haproxy.cfg", config)
 	if err != nil {
-		return err
+		return fmt.Errorf("the configuration of load balancer %s: %w", spec.ID, err)
 	}
 	name := b.containerName(spec.ID)
 	state, _ := docker(ctx, nil, "inspect", "--format", "{{.State.Running}}", name)
 	state = strings.TrimSpace(state)
 	if state == "" || strings.Contains(state, "No such") {
+		// No restart: a container that stops is an amphora lost, which health shows (ERROR).
 		args := []string{"create", "--name", name, "--label", BalancerLabel + "=" + spec.ID, "--network", b.cfg.Network,
-			"--ip", spec.VIP.String(), "--restart", "on-failure:3", b.cfg.Image}
+			"--ip", spec.VIP.String(), "--restart", "no", b.cfg.Image}
 		if out, err := docker(ctx, nil, args...); err != nil {
 			return fmt.Errorf("create the container of load balancer %s: %w: %s", spec.ID, err, out)
 		}
@@ -101,14 +124,26 @@ func (b *Balancers) Apply(ctx context.Context, spec cloud.BalancerSpec) error {
 	if out, err := docker(ctx, nil, step...); err != nil {
 		return fmt.Errorf("%s the container of load balancer %s: %w: %s", step[0], spec.ID, err, out)
 	}
-	for _, a := range spec.Addresses {
-		if err := b.address(ctx, spec.ID, "replace", a); err != nil {
-			return err
-		}
-	}
 	b.mu.Lock()
 	b.vips[spec.ID] = spec.VIP
+	if b.addresses[spec.ID] == nil {
+		b.addresses[spec.ID] = map[netip.Addr]bool{}
+		for _, a := range spec.Addresses {
+			b.addresses[spec.ID][a] = true
+		}
+	}
+	var addrs []netip.Addr
+	for a := range b.addresses[spec.ID] {
+		addrs = append(addrs, a)
+	}
 	b.mu.Unlock()
+	if state != "true" {
+		for _, a := range addrs {
+			if err := b.address(ctx, spec.ID, "replace", a); err != nil {
+				return err
+			}
+		}
+	}
 	return b.waitServing(ctx, spec, revision)
 }
 
@@ -150,18 +185,46 @@ func (b *Balancers) Delete(ctx context.Context, lbID string) error {
 	}
 	b.mu.Lock()
 	delete(b.vips, lbID)
+	delete(b.addresses, lbID)
 	b.mu.Unlock()
 	return nil
 }
 
-// AddAddress puts a floating IP on the load balancer's interface.
+// AddAddress puts a floating IP on the load balancer's interface (when its container runs; else
+// when Apply starts it).
 func (b *Balancers) AddAddress(ctx context.Context, lbID string, ip netip.Addr) error {
-	return b.address(ctx, lbID, "replace", ip)
+	return b.changeAddress(ctx, lbID, ip, true)
 }
 
 // RemoveAddress takes a floating IP from the load balancer's interface.
 func (b *Balancers) RemoveAddress(ctx context.Context, lbID string, ip netip.Addr) error {
-	return b.address(ctx, lbID, "del", ip)
+	return b.changeAddress(ctx, lbID, ip, false)
+}
+
+func (b *Balancers) changeAddress(ctx context.Context, lbID string, ip netip.Addr, add bool) error {
+	unlock := b.lock(lbID)
+	defer unlock()
+	b.mu.Lock()
+	if b.addresses[lbID] == nil {
+		b.addresses[lbID] = map[netip.Addr]bool{}
+	}
+	had := b.addresses[lbID][ip]
+	if add {
+		b.addresses[lbID][ip] = true
+	} else {
+		delete(b.addresses[lbID], ip)
+	}
+	b.mu.Unlock()
+	running, _ := docker(ctx, nil, "inspect", "--format", "{{.State.Running}}", b.containerName(lbID))
+	switch {
+	case strings.TrimSpace(running) != "true":
+		return nil // Apply gives a container it starts the addresses it has then
+	case add:
+		return b.address(ctx, lbID, "replace", ip)
+	case had:
+		return b.address(ctx, lbID, "del", ip)
+	}
+	return nil
 }
 
 // address changes an address of the container's interface from this host, in the container's
@@ -188,7 +251,7 @@ func (b *Balancers) Health(ctx context.Context, lbID string) (map[string]string,
 	}
 	rows, err := b.stats(ctx, vip)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the health of load balancer %s: %w", lbID, err)
 	}
 	out := map[string]string{}
 	for _, r := range rows {

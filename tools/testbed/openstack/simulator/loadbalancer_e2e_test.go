@@ -224,6 +224,15 @@ func TestALoadBalancerServesItsMembersAndFollowsTheirHealth(t *testing.T) {
 	if got := ask(vip); got != "" {
 		t.Errorf("a connection from outside the allowed CIDRs was answered by %q", got)
 	}
+	// And from inside them, it is: the refusal above was the CIDRs', not a load balancer down.
+	cidrs = []string{"10.99.0.0/16", host.String() + "/32"}
+	if _, err := listeners.Update(ctx, lc, l.ID, listeners.UpdateOpts{AllowedCIDRs: &cidrs}).Extract(); err != nil {
+		t.Fatal(err)
+	}
+	wait(lb.ID)
+	if got := ask(vip); got != "b" {
+		t.Errorf("a connection from inside the allowed CIDRs: %q, want member b", got)
+	}
 
 	if err := loadbalancers.Delete(ctx, lc, lb.ID, loadbalancers.DeleteOpts{Cascade: true}).ExtractErr(); err != nil {
 		t.Fatal(err)

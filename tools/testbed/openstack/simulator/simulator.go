@@ -62,7 +62,7 @@ type Options struct {
 
 // AvailabilityZones are Nova's zones: CAPO makes a failure domain of each, and spreads a control
 // plane over them.
-var AvailabilityZones = []string{"az-1", "az-2", "az-3"}
+func AvailabilityZones() []string { return []string{"az-1", "az-2", "az-3"} }
 
 // Simulator is a running cloud.
 type Simulator struct {
@@ -133,7 +133,7 @@ func Start(opts Options) (*Simulator, error) {
 		PublicURL: s.URL, Domain: "Default", Project: Project, User: User, Password: s.Password,
 		ApplicationCredentialID: s.ApplicationCredentialID, ApplicationCredentialSecret: s.ApplicationCredentialSecret,
 		ExternalNetwork: cloud.ExternalNetwork{ID: ExternalNetworkID, Name: "public", CIDR: subnet, PoolStart: pool[0], PoolEnd: pool[1]},
-		Images:          images, KeyPairs: []string{KeyPair}, AvailabilityZones: AvailabilityZones,
+		Images:          images, KeyPairs: []string{KeyPair}, AvailabilityZones: AvailabilityZones(),
 		Machines: machines, Balancers: balancers, Logger: opts.Logger,
 	})
 	if err != nil {
@@ -252,8 +252,8 @@ func BuildHelper(ctx context.Context, repo, dir string) (string, error) {
 	return out, nil
 }
 
-// LoadBalancerImage is the test bed's haproxy image (kindest/haproxy, at CAPD's tag), as this
-// Docker engine holds it.
+// LoadBalancerImage is the test bed's haproxy image, kindest/haproxy: the one tag of it the test
+// bed builds (CAPD's), as this Docker engine holds it.
 func LoadBalancerImage(ctx context.Context) (string, error) {
 	out, err := exec.CommandContext(ctx, "docker", "images", "--format", "{{.Repository}}:{{.Tag}}", "kindest/haproxy").Output()
 	if err != nil {
