@@ -55,6 +55,8 @@ bootstrap cluster before the pivot) live, as bootstrap shows them, until interru
 					progress.WriteStatus(cmd.OutOrStdout(), fmt.Sprintf("%s, %s cluster (%s)", w.Env.Name, c.Name, c.Config.Host), snap)
 				}
 				progress.WriteCluster(cmd.OutOrStdout(), look.Units.Cluster, time.Now())
+				line, troubles := look.Backup.Summary(time.Now())
+				progress.WriteSection(cmd.OutOrStdout(), line, troubles)
 				progress.WriteWorkloadClusters(cmd.OutOrStdout(), look.Tenants)
 				progress.WriteApplications(cmd.OutOrStdout(), look.Apps, look.Revisions)
 			}

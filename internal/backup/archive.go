@@ -69,6 +69,10 @@ type Namespace struct {
 	// Clusters are the Cluster API clusters in it; Objects how many objects clusterctl saved.
 	Clusters []string `json:"clusters,omitempty"`
 	Objects  int      `json:"objects"`
+	// Skipped says why the namespace's objects are not in the backup: clusterctl saves a
+	// namespace only when every cluster in it is provisioned and not paused, and every machine
+	// has its node. The other namespaces are saved all the same.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // Reasons a backup is taken.

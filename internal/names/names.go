@@ -36,6 +36,16 @@ const (
 	PivotRecord     = "cluster-init-pivot"
 	PivotKubeconfig = "cluster-init-pivot-kubeconfig"
 
+	// The backups (values backup, charts/cluster-init/templates/backup.yaml and the unit
+	// BackupUnit): the configuration the chart renders for the Job (key BackupConfigKey), the
+	// store's keys, the CronJob, and the Job's record of its runs.
+	BackupUnit            = "backup"
+	BackupConfigMap       = "cluster-init-backup"
+	BackupConfigKey       = "config.json"
+	BackupStoreSecret     = "cluster-init-backup-store"
+	BackupCronJob         = "backup"
+	BackupStatusConfigMap = "cluster-init-backup-status"
+
 	// AgeKeySecret holds the age key kustomize-controller decrypts the environment's secrets with
 	// (key secrets.KeySecretKey); GitAuthSecret the credentials of the git source.
 	AgeKeySecret  = "cluster-init-sops-age"

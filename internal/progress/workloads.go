@@ -241,8 +241,17 @@ func WriteCluster(w io.Writer, v machines.View, now time.Time) {
 	if !v.Found {
 		return
 	}
-	fmt.Fprintf(w, "\n%s\n", termtext.Line(fmt.Sprintf("cluster %s: %s", v.Name, clusterState(v, now))))
-	for _, trouble := range clusterTroubles(v, now) {
+	WriteSection(w, fmt.Sprintf("cluster %s: %s", v.Name, clusterState(v, now)), clusterTroubles(v, now))
+}
+
+// WriteSection prints a part of status in a line after an empty one, and what is wrong with it
+// below, each line escaped; an empty line prints nothing.
+func WriteSection(w io.Writer, line string, troubles []string) {
+	if line == "" {
+		return
+	}
+	fmt.Fprintf(w, "\n%s\n", termtext.Line(line))
+	for _, trouble := range troubles {
 		fmt.Fprintf(w, "  ! %s\n", termtext.Line(trouble))
 	}
 }

@@ -11,8 +11,10 @@ import (
 	"sync"
 
 	appsv1alpha1 "cluster-init.dev/cluster-init/api/apps/v1alpha1"
+	"cluster-init.dev/cluster-init/internal/backupjob"
 	"cluster-init.dev/cluster-init/internal/kindcluster"
 	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/placement"
 	"cluster-init.dev/cluster-init/internal/progress"
 	"cluster-init.dev/cluster-init/internal/revisions"
@@ -27,14 +29,16 @@ type Look struct {
 	Revisions map[string]map[string]revisions.Revision // by namespace/name of the application, then cluster
 	// UnitsRead is false when the units could not be read: there is no tree to show.
 	UnitsRead bool
+	// Backup: the backups of a management cluster that runs the backup unit.
+	Backup backupjob.View
 }
 
-// LookAt reads one cluster's units, workload clusters and applications, the three side by side:
+// LookAt reads one cluster's units, workload clusters, applications and backups, side by side:
 // on a management cluster loaded with clusters coming up, each read waits, and status must stay
 // quick. A part that cannot be read does not keep the others from being shown: each part read is
 // in look, and err says which were not.
 func LookAt(ctx context.Context, c *kube.Cluster, clusterName string) (look Look, err error) {
-	var unitsErr, tenantsErr, appsErr error
+	var unitsErr, tenantsErr, appsErr, backupErr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		if look.Units, unitsErr = (progress.Source{Cluster: c, ClusterName: clusterName, Revisions: true}).Observe(ctx); unitsErr != nil {
@@ -62,9 +66,14 @@ func LookAt(ctx context.Context, c *kube.Cluster, clusterName string) (look Look
 		}
 		look.Apps, look.Revisions = apps, revs
 	})
+	wg.Go(func() {
+		if look.Backup, backupErr = backupjob.Observe(ctx, c.Client, names.Namespace); backupErr != nil {
+			backupErr = fmt.Errorf("read the backups of the %s cluster: %w", c.Name, backupErr)
+		}
+	})
 	wg.Wait()
 	look.UnitsRead = unitsErr == nil
-	return look, errors.Join(unitsErr, tenantsErr, appsErr)
+	return look, errors.Join(unitsErr, tenantsErr, appsErr, backupErr)
 }
 
 // Clusters are the clusters of this machine that hold environment env's units: its kind

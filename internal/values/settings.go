@@ -22,6 +22,35 @@ type Settings struct {
 	Source           SourceSettings           `json:"source"`
 	ClusterInitImage string                   `json:"cluster_init_image"`
 	Applications     ApplicationsSettings     `json:"applications"`
+	Backup           BackupSettings           `json:"backup"`
+	// Credentials holds only the secrets the CLI itself uses (the environment's secrets.yaml).
+	Credentials struct {
+		Backup BackupCredentials `json:"backup"`
+	} `json:"credentials"`
+}
+
+// BackupSettings are the management cluster's backups (`backup`). The backup Job reads the same
+// shape, rendered by the chart (internal/backupjob.Config).
+type BackupSettings struct {
+	Enabled    bool     `json:"enabled"`
+	Schedule   string   `json:"schedule"`
+	Recipients []string `json:"recipients"`
+	Store      struct {
+		Endpoint string `json:"endpoint"`
+		Bucket   string `json:"bucket"`
+		Region   string `json:"region"`
+		CA       string `json:"ca"`
+	} `json:"store"`
+	Retention struct {
+		Keep        int `json:"keep"`
+		MaxAgeHours int `json:"max_age_hours"`
+	} `json:"retention"`
+}
+
+// BackupCredentials are the object store's keys (`credentials.backup`).
+type BackupCredentials struct {
+	AccessKey string `json:"access_key"`
+	SecretKey string `json:"secret_key"`
 }
 
 // ApplicationsSettings are where the Applications may run (`applications`).

@@ -1,0 +1,105 @@
+package backupjob
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"cluster-init.dev/cluster-init/internal/names"
+)
+
+// ReasonEnv is the environment variable of the Job's container that says why it runs; the
+// CronJob's template says the schedule.
+const ReasonEnv = "CLUSTER_INIT_BACKUP_REASON"
+
+// Start creates a Job of the backup CronJob's template, as `kubectl create job --from=cronjob`
+// does, with reason in place of the schedule, and returns its name. A cluster without the
+// CronJob is told how to get one.
+func Start(ctx context.Context, c client.Client, namespace, reason string, now time.Time) (string, error) {
+	cj := &batchv1.CronJob{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: names.BackupCronJob}, cj); apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("no backup CronJob %s/%s in this cluster: set backup.enabled (and backup.store, backup.recipients, credentials.backup) in the environment's values, then apply them", namespace, names.BackupCronJob)
+	} else if err != nil {
+		return "", fmt.Errorf("read the backup CronJob %s/%s: %w", namespace, names.BackupCronJob, err)
+	}
+	spec := cj.Spec.JobTemplate.Spec.DeepCopy()
+	for i := range spec.Template.Spec.Containers {
+		setEnv(&spec.Template.Spec.Containers[i], ReasonEnv, reason)
+	}
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:   namespace,
+			Name:        fmt.Sprintf("%s-%s-%s", names.BackupCronJob, reason, now.UTC().Format("20060102t150405")),
+			Labels:      cj.Spec.JobTemplate.Labels,
+			Annotations: map[string]string{"cronjob.kubernetes.io/instantiate": "manual"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "CronJob", Name: cj.Name, UID: cj.UID,
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
+		},
+		Spec: *spec,
+	}
+	if err := c.Create(ctx, job); err != nil {
+		return "", fmt.Errorf("start a backup (Job %s/%s): %w", namespace, job.Name, err)
+	}
+	return job.Name, nil
+}
+
+func setEnv(c *corev1.Container, name, value string) {
+	for i := range c.Env {
+		if c.Env[i].Name == name {
+			c.Env[i] = corev1.EnvVar{Name: name, Value: value}
+			return
+		}
+	}
+	c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: value})
+}
+
+// Wait follows the Job until it completes or fails, calling waiting with what it waits for every
+// few seconds, and returns the status the Job recorded.
+func Wait(ctx context.Context, c client.Client, namespace, job string, waiting func(string)) (Status, error) {
+	var failed string
+	err := wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
+		j := &batchv1.Job{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: job}, j); err != nil {
+			waiting(fmt.Sprintf("Job %s: %v", job, err))
+			return false, nil
+		}
+		for _, cond := range j.Status.Conditions {
+			if cond.Status != corev1.ConditionTrue {
+				continue
+			}
+			switch cond.Type {
+			case batchv1.JobComplete:
+				return true, nil
+			case batchv1.JobFailed:
+				failed = strings.TrimSpace(cond.Reason + ": " + cond.Message)
+				return true, nil
+			}
+		}
+		waiting(fmt.Sprintf("Job %s: %d running, %d failed", job, j.Status.Active, j.Status.Failed))
+		return false, nil
+	})
+	if err != nil {
+		return Status{}, fmt.Errorf("wait for the backup Job %s/%s: %w", namespace, job, err)
+	}
+	st, _, err := ReadStatus(ctx, c, namespace)
+	if err != nil {
+		return st, err
+	}
+	if failed != "" {
+		msg := failed
+		if st.LastFailure != nil {
+			msg = st.LastFailure.Message
+		}
+		return st, fmt.Errorf("the backup Job %s/%s failed: %s", namespace, job, msg)
+	}
+	return st, nil
+}
