@@ -74,21 +74,24 @@ func (g *globals) runBootstrap(cmd *cobra.Command, envName string, f *bootstrapF
 
 func newApplyCommand(g *globals) *cobra.Command {
 	f := &bootstrapFlags{}
+	var noBackup bool
 	cmd := &cobra.Command{
 		Use:   "apply ENV",
 		Short: "Day 2: apply the environment's changed values to its management cluster and follow the roll-out",
 		Long: `apply re-applies the environment (values, secrets, source) to its self-managed management
 cluster, has the cluster-init release take the new values, and follows the units and the machines
 until the change is rolled out. The management cluster is the one bootstrap wrote the kubeconfig
-of, or --kubeconfig.`,
+of, or --kubeconfig. Where it runs the backup unit, a backup is taken first (reason
+before-change), and a backup that fails stops the change before anything is changed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.runFlow(cmd, args[0], f, func(ctx context.Context, c bootstrap.Common, _ *workspace) (*bootstrap.Result, error) {
-				return bootstrap.Apply(ctx, bootstrap.ApplyOptions{Common: c, Kubeconfig: f.kubeconfig, Context: f.context, Source: f.source})
+				return bootstrap.Apply(ctx, bootstrap.ApplyOptions{Common: c, Kubeconfig: f.kubeconfig, Context: f.context, Source: f.source, NoBackup: noBackup})
 			})
 		},
 	}
 	addBootstrapFlags(cmd, f)
+	cmd.Flags().BoolVar(&noBackup, "no-backup", false, "apply without the backup taken before the change")
 	return cmd
 }
 

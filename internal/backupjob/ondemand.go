@@ -2,6 +2,7 @@ package backupjob
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -21,13 +22,16 @@ import (
 // CronJob's template says the schedule.
 const ReasonEnv = "CLUSTER_INIT_BACKUP_REASON"
 
+// ErrNoBackupUnit: the cluster runs no backup unit (its CronJob is not there).
+var ErrNoBackupUnit = errors.New("no backup unit")
+
 // Start creates a Job of the backup CronJob's template, as `kubectl create job --from=cronjob`
 // does, with reason in place of the schedule, and returns its name. A cluster without the
 // CronJob is told how to get one.
 func Start(ctx context.Context, c client.Client, namespace, reason string, now time.Time) (string, error) {
 	cj := &batchv1.CronJob{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: names.BackupCronJob}, cj); apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("no backup CronJob %s/%s in this cluster: set backup.enabled (and backup.store, backup.recipients, credentials.backup) in the environment's values, then apply them", namespace, names.BackupCronJob)
+		return "", fmt.Errorf("%w: no CronJob %s/%s in this cluster: set backup.enabled (and backup.store, backup.recipients, credentials.backup) in the environment's values, then apply them", ErrNoBackupUnit, namespace, names.BackupCronJob)
 	} else if err != nil {
 		return "", fmt.Errorf("read the backup CronJob %s/%s: %w", namespace, names.BackupCronJob, err)
 	}

@@ -50,6 +50,16 @@ func Run(ctx context.Context, c *kube.Cluster, o RunOptions) (Result, error) {
 	if !slices.Contains([]string{backup.ReasonSchedule, backup.ReasonBeforeChange, backup.ReasonOnDemand}, o.Reason) {
 		return Result{}, fmt.Errorf("reason %q: expected %s, %s or %s", o.Reason, backup.ReasonSchedule, backup.ReasonBeforeChange, backup.ReasonOnDemand)
 	}
+	var res Result
+	err := exclusively(ctx, c, o.Namespace, func(ctx context.Context) (err error) {
+		res, err = o.run(ctx, c)
+		return err
+	})
+	return res, err
+}
+
+// run is Run holding the lock.
+func (o RunOptions) run(ctx context.Context, c *kube.Cluster) (Result, error) {
 	st, _, err := ReadStatus(ctx, c.Client, o.Namespace)
 	if err != nil {
 		return Result{}, err

@@ -15,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -326,5 +327,24 @@ func TestTheJobRecordsItsRunsAndResumesWhatAKilledOneLeftPaused(t *testing.T) {
 	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(mgmt), mgmt); err != nil || ptr.Deref(mgmt.Spec.Paused, false) {
 		t.Errorf("a failed run left the management cluster paused: %v, %v", mgmt.Spec.Paused, err)
+	}
+
+	// Another run holds the lock: this one waits, and runs nothing while it does.
+	lease := &coordinationv1.Lease{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: names.Namespace, Name: names.BackupLock}, lease); err != nil {
+		t.Fatalf("the runs left no lock: %v", err)
+	}
+	lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds, lease.Spec.RenewTime = ptr.To("another-run"), ptr.To(int32(600)), &metav1.MicroTime{Time: time.Now()}
+	if err := c.Update(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	sent = nil
+	short, cancel := context.WithTimeout(ctx, 8*time.Second)
+	defer cancel()
+	if _, err := backupjob.Run(short, cluster, run); err == nil || !strings.Contains(err.Error(), "another backup held Lease") {
+		t.Errorf("a run while another holds the lock: %v", err)
+	}
+	if len(sent) != 0 {
+		t.Errorf("a run that never got the lock notified %q", sent)
 	}
 }

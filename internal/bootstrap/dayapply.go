@@ -2,10 +2,13 @@ package bootstrap
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
 
+	"cluster-init.dev/cluster-init/internal/backup"
+	"cluster-init.dev/cluster-init/internal/backupjob"
 	"cluster-init.dev/cluster-init/internal/envmarker"
 	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/machines"
@@ -68,6 +71,13 @@ func Apply(ctx context.Context, opts ApplyOptions) (*Result, error) {
 		{"validate", f.validate(func(ctx context.Context, s *session, src *publishedSource) (*render.Result, error) {
 			return validateManagement(ctx, s, src, state)
 		})},
+		{"backup", func(ctx context.Context) error {
+			if opts.NoBackup {
+				s.out.Log("no backup before the change (--no-backup)")
+				return nil
+			}
+			return backupBeforeChange(ctx, s, f.bc.cluster)
+		}},
 		{"source", f.source},
 		{"environment", func(ctx context.Context) error {
 			if err := applyRelease(ctx, s, f.bc.cluster, f.plan, f.src); err != nil {
@@ -84,6 +94,28 @@ func Apply(ctx context.Context, opts ApplyOptions) (*Result, error) {
 			return waitForMachines(ctx, s, f.bc, f.plan.Settings)
 		}},
 	})
+}
+
+// backupBeforeChange takes a backup of the management cluster before the change is applied, where
+// it runs the backup unit: its Job once, waited for. A backup that fails stops the change, which
+// changes nothing yet; --no-backup goes on without one.
+func backupBeforeChange(ctx context.Context, s *session, c *kube.Cluster) error {
+	job, err := backupjob.Start(ctx, c.Client, names.Namespace, backup.ReasonBeforeChange, time.Now())
+	if errors.Is(err, backupjob.ErrNoBackupUnit) {
+		s.out.Log("no backup before the change: the management cluster runs no backup unit (values backup)")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	st, err := backupjob.Wait(ctx, c.Client, names.Namespace, job, func(what string) { s.out.Waiting("the backup before the change", []string{what}) })
+	if err != nil {
+		return fmt.Errorf("%w; nothing was changed (give --no-backup to apply the change without a backup)", err)
+	}
+	if last := st.LastSuccess; last != nil {
+		s.out.Log("backup before the change: %s (%d bytes)", last.Key, last.Size)
+	}
+	return nil
 }
 
 // waitForMachines waits until the management cluster's machines have settled, its nodes read from

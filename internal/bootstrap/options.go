@@ -85,6 +85,9 @@ type ApplyOptions struct {
 	// wrote to the state directory.
 	Kubeconfig, Context string
 	Source              string
+	// NoBackup applies the change without the backup that is taken before it where the
+	// management cluster runs the backup unit.
+	NoBackup bool
 }
 
 // ManageOptions are the options of Manage (`bootstrap scale|upgrade|delete ENV` of a standalone

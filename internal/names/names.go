@@ -45,6 +45,8 @@ const (
 	BackupStoreSecret     = "cluster-init-backup-store"
 	BackupCronJob         = "backup"
 	BackupStatusConfigMap = "cluster-init-backup-status"
+	// BackupLock is the Lease a backup run holds: one at a time.
+	BackupLock = "cluster-init-backup"
 
 	// AgeKeySecret holds the age key kustomize-controller decrypts the environment's secrets with
 	// (key secrets.KeySecretKey); GitAuthSecret the credentials of the git source.

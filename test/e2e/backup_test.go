@@ -107,8 +107,9 @@ func (a *alertsReceiver) received(substr string) bool {
 // Backups of a self-managed management cluster, end to end with the test bed's object store: a
 // backup on demand, written encrypted (nothing of the cluster's Secrets in clear in the store),
 // whole and of this environment when read back with the key kept off the cluster, listed, shown
-// by status; then the store goes away for longer than the schedule's period: the failure shows in
-// status and an Alert reaches the webhook; the store comes back and the next backup succeeds; the
+// by status; a change by apply preceded by a backup; then the store goes away for longer than the schedule's period: the failure shows in
+// status and an Alert reaches the webhook, and a change by apply is refused before anything
+// changes; the store comes back and the next backup succeeds; the
 // retention keeps the count it is given.
 func TestBackupsOfTheManagementCluster(t *testing.T) {
 	store := openTestbedStore(t)
@@ -192,6 +193,12 @@ notifications:
 	if list.err != nil || !strings.Contains(list.output.String(), m[1]) || !strings.Contains(list.output.String(), "on-demand") {
 		t.Errorf("bootstrap backup list: %v\n%s", list.err, list.output.String())
 	}
+	// A change by `bootstrap apply` is preceded by a backup.
+	apply := bootstrap(t, ctx, nil, "apply", dir, "--values", testbedVs, "--output", "plain")
+	apply.report(t, "apply with a backup before the change")
+	if apply.err != nil || !regexp.MustCompile(`backup before the change: `+regexp.QuoteMeta(envName)+`/\S+-before-change\.tar\.gz\.age`).MatchString(apply.output.String()) {
+		t.Errorf("apply: %v, and no backup before the change in its output", apply.err)
+	}
 	status := bootstrap(t, ctx, nil, "status", dir)
 	if !strings.Contains(status.output.String(), "backups: * * * * *; last "+envName+"/") {
 		t.Errorf("status does not show the backups:\n%s", status.output.String())
@@ -209,6 +216,12 @@ notifications:
 		t.Fatalf("the store down for %s: failure in status %v, alert %v\n%s", time.Since(stopped).Round(time.Second), failedIn, alertIn,
 			bootstrap(t, ctx, nil, "status", dir).output.String())
 	}
+	// A change with the store down is refused before anything changes.
+	refused := bootstrap(t, ctx, nil, "apply", dir, "--values", testbedVs, "--output", "plain")
+	if refused.err == nil || !strings.Contains(refused.output.String(), "nothing was changed (give --no-backup") {
+		t.Errorf("apply with the store down: %v\n%s", refused.err, refused.output.String())
+	}
+	refused.report(t, "apply refused with the store down")
 	store.run(t, "start")
 	back := time.Now()
 	recovered, _ := waitForBoth(t, ctx, 5*time.Minute, func() (bool, bool) {
