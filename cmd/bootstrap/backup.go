@@ -43,7 +43,7 @@ kubeconfig bootstrap wrote, or with --kubeconfig.`,
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "started Job %s/%s\n", names.Namespace, job)
-			st, err := backupjob.Wait(ctx, mgmt.Client, names.Namespace, job, func(what string) {
+			st, err := backupjob.Wait(ctx, mgmt, names.Namespace, job, func(what string) {
 				fmt.Fprintf(cmd.ErrOrStderr(), "waiting (%s): %s\n", time.Since(start).Round(time.Second), termtext.Line(what))
 			})
 			if err != nil {

@@ -12,9 +12,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cluster-init.dev/cluster-init/internal/kube"
 	"cluster-init.dev/cluster-init/internal/names"
 )
 
@@ -66,13 +68,14 @@ func setEnv(c *corev1.Container, name, value string) {
 	c.Env = append(c.Env, corev1.EnvVar{Name: name, Value: value})
 }
 
-// Wait follows the Job until it completes or fails, calling waiting with what it waits for every
-// few seconds, and returns the status the Job recorded.
-func Wait(ctx context.Context, c client.Client, namespace, job string, waiting func(string)) (Status, error) {
-	var failed string
+// Wait follows the Job until it completes or fails, calling waiting with what it waits for when
+// that changes, and returns the status the Job recorded. A Job that failed before it recorded
+// anything says why in the last lines of its pod's log.
+func Wait(ctx context.Context, c *kube.Cluster, namespace, job string, waiting func(string)) (Status, error) {
+	var failed, last string
 	err := wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
 		j := &batchv1.Job{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: job}, j); err != nil {
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: job}, j); err != nil {
 			waiting(fmt.Sprintf("Job %s: %v", job, err))
 			return false, nil
 		}
@@ -88,22 +91,50 @@ func Wait(ctx context.Context, c client.Client, namespace, job string, waiting f
 				return true, nil
 			}
 		}
-		waiting(fmt.Sprintf("Job %s: %d running, %d failed", job, j.Status.Active, j.Status.Failed))
+		if now := fmt.Sprintf("Job %s: %d running, %d failed", job, j.Status.Active, j.Status.Failed); now != last {
+			last = now
+			waiting(now)
+		}
 		return false, nil
 	})
 	if err != nil {
 		return Status{}, fmt.Errorf("wait for the backup Job %s/%s: %w", namespace, job, err)
 	}
-	st, _, err := ReadStatus(ctx, c, namespace)
+	st, _, err := ReadStatus(ctx, c.Client, namespace)
 	if err != nil {
 		return st, err
 	}
 	if failed != "" {
 		msg := failed
-		if st.LastFailure != nil {
+		if st.LastFailure != nil && st.InProgress == nil && (st.LastSuccess == nil || st.LastFailure.Finished.After(st.LastSuccess.Finished)) {
 			msg = st.LastFailure.Message
+		} else if log := lastLogLines(ctx, c, namespace, job); log != "" {
+			msg += "; its log ends:\n" + log
 		}
 		return st, fmt.Errorf("the backup Job %s/%s failed: %s", namespace, job, msg)
 	}
 	return st, nil
+}
+
+// lastLogLines are the last lines of the log of the Job's newest pod, or "" when there is none.
+func lastLogLines(ctx context.Context, c *kube.Cluster, namespace, job string) string {
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return ""
+	}
+	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + job})
+	if err != nil || len(pods.Items) == 0 {
+		return ""
+	}
+	newest := pods.Items[0]
+	for _, p := range pods.Items {
+		if p.CreationTimestamp.After(newest.CreationTimestamp.Time) {
+			newest = p
+		}
+	}
+	data, err := cs.CoreV1().Pods(namespace).GetLogs(newest.Name, &corev1.PodLogOptions{TailLines: ptr.To(int64(10)), LimitBytes: ptr.To(int64(8 << 10))}).DoRaw(ctx)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
 }

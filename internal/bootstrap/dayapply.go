@@ -108,7 +108,7 @@ func backupBeforeChange(ctx context.Context, s *session, c *kube.Cluster) error 
 	if err != nil {
 		return err
 	}
-	st, err := backupjob.Wait(ctx, c.Client, names.Namespace, job, func(what string) { s.out.Waiting("the backup before the change", []string{what}) })
+	st, err := backupjob.Wait(ctx, c, names.Namespace, job, func(what string) { s.out.Waiting("the backup before the change", []string{what}) })
 	if err != nil {
 		return fmt.Errorf("%w; nothing was changed (give --no-backup to apply the change without a backup)", err)
 	}
