@@ -131,7 +131,6 @@ func newBackupJobCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer events.Close()
 			res, err := backupjob.Run(cmd.Context(), here, backupjob.RunOptions{Namespace: namespace, Config: cfg, StoreKeys: keysDir,
 				Reason: reason, Version: buildVersion(), WorkDir: work, Notifier: events})
 			if err != nil {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -346,5 +348,42 @@ func TestTheJobRecordsItsRunsAndResumesWhatAKilledOneLeftPaused(t *testing.T) {
 	}
 	if len(sent) != 0 {
 		t.Errorf("a run that never got the lock notified %q", sent)
+	}
+
+	// The Job's notifier: a Flux event posted to notification-controller's address, and a
+	// Kubernetes Event on the unit's Kustomization.
+	posted := make(chan string, 4)
+	events := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		posted <- string(body)
+	}))
+	defer events.Close()
+	var log bytes.Buffer
+	fe, err := backupjob.NewFluxEvents(cluster, names.Namespace, names.BackupUnit, events.URL, &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fe.Notify(ctx, "error", backupjob.ReasonFailed, "backup of kubeadm-capd failed: the store is down")
+
+	select {
+	case body := <-posted:
+		for _, want := range []string{`"kind":"Kustomization"`, `"name":"backup"`, `"severity":"error"`, `"reason":"BackupFailed"`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("the event posted lacks %s: %s", want, body)
+			}
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("no event posted to notification-controller's address; the log: %s", log.String())
+	}
+	evs := &corev1.EventList{}
+	if err := c.List(ctx, evs, client.InNamespace(names.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	recorded := false
+	for _, e := range evs.Items {
+		recorded = recorded || (e.InvolvedObject.Kind == "Kustomization" && e.Reason == backupjob.ReasonFailed)
+	}
+	if !recorded {
+		t.Errorf("no Kubernetes Event on the backup unit's Kustomization: %d events", len(evs.Items))
 	}
 }
