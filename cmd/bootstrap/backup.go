@@ -65,12 +65,14 @@ kubeconfig bootstrap wrote, or with --kubeconfig.`,
 }
 
 func newBackupListCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var endpoint string
+	cmd := &cobra.Command{
 		Use:   "list ENV",
 		Short: "List the environment's backups in its object store",
 		Long: `List the environment's backups in the object store of its values (backup.store), with the
 store's keys of its secrets (credentials.backup): name, time, reason and size, oldest first. It
-needs no cluster: it is what a restore chooses from.`,
+needs no cluster: it is what a restore chooses from. --store-endpoint reaches the store by
+another address than the clusters do.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w, err := g.open(args[0])
@@ -81,18 +83,25 @@ needs no cluster: it is what a restore chooses from.`,
 			if err != nil {
 				return err
 			}
+			if endpoint != "" {
+				v.Backup.Store.Endpoint = endpoint
+			}
 			store, err := backupjob.OpenStore(v.Backup, v.Credentials.Backup)
 			if err != nil {
 				return fmt.Errorf("environment %s: %w", w.Env.Name, err)
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
-			entries, err := backupjob.List(ctx, store, w.Env.Name)
+			name := w.Env.ClusterName()
+			if name == "" {
+				return fmt.Errorf("environment %s: its directory's name is no DNS label, and its backups are named after it", w.Env.Name)
+			}
+			entries, err := backupjob.List(ctx, store, name)
 			if err != nil {
 				return err
 			}
 			if len(entries) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "no backup of %s in %s\n", w.Env.Name, store)
+				fmt.Fprintf(cmd.OutOrStdout(), "no backup of %s in %s\n", name, store)
 				return nil
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
@@ -103,6 +112,8 @@ needs no cluster: it is what a restore chooses from.`,
 			return tw.Flush()
 		},
 	}
+	cmd.Flags().StringVar(&endpoint, "store-endpoint", "", "the store's address from this machine, if not backup.store.endpoint (http(s)://host[:port])")
+	return cmd
 }
 
 // newBackupJobCommand is what the backup Job runs in the management cluster.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"maps"
 	"net/url"
 	"os"
@@ -56,6 +57,17 @@ type Environment struct {
 	// Encrypted: the secrets file is encrypted with SOPS (age); Key decrypted it.
 	Encrypted bool
 	Key       *secrets.Key
+}
+
+// ClusterName is the name the environment is known by in its clusters (the value environment,
+// which its backups are named after and a restore checks): its directory's name, when that is a
+// DNS label; "" otherwise.
+func (e *Environment) ClusterName() string {
+	name := filepath.Base(e.Name)
+	if len(validation.IsDNS1123Label(name)) != 0 {
+		return ""
+	}
+	return name
 }
 
 // GitCredentials are the credentials of the git source (credentials.git.username and .password of

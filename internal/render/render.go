@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"maps"
 	"os"
 	"path"
@@ -294,10 +293,8 @@ func bootstrapValues(opts Options) map[string]any {
 	v := map[string]any{}
 	// The name the backups are named after: the environment's directory's; a name the chart
 	// would refuse (not a DNS label) is left out, and the backup unit says it needs one.
-	if opts.Env != nil {
-		if name := filepath.Base(opts.Env.Name); len(validation.IsDNS1123Label(name)) == 0 {
-			v["environment"] = name
-		}
+	if opts.Env != nil && opts.Env.ClusterName() != "" {
+		v["environment"] = opts.Env.ClusterName()
 	}
 	if opts.Source != nil {
 		v["source"] = opts.Source

@@ -189,7 +189,7 @@ notifications:
 	if _, err := backup.Read(bytes.NewReader(raw), []age.Identity{identity}, backup.Expect{Environment: "another"}); err == nil {
 		t.Error("a backup read as another environment's was not refused")
 	}
-	list := bootstrap(t, ctx, nil, "backup", "list", dir)
+	list := bootstrap(t, ctx, nil, "backup", "list", dir, "--store-endpoint", store.hostURL)
 	if list.err != nil || !strings.Contains(list.output.String(), m[1]) || !strings.Contains(list.output.String(), "on-demand") {
 		t.Errorf("bootstrap backup list: %v\n%s", list.err, list.output.String())
 	}
