@@ -72,6 +72,7 @@ An existing cluster instead of kind:
 		newCleanupCommand(g),
 		newSecretsCommand(g),
 		newBackupCommand(g),
+		newRestoreCommand(g),
 		newCopyValuesCommand(),
 		newPivotCommand(),
 		newBackupJobCommand(),

@@ -66,16 +66,9 @@ func Take(ctx context.Context, c *kube.Cluster, o Options) (Result, error) {
 		o.Now = time.Now
 	}
 	created := o.Now().UTC().Truncate(time.Second)
-	contents := backup.Contents{Meta: backup.Meta{Environment: o.Environment, Cluster: o.Cluster, Created: created,
-		Reason: o.Reason, Version: o.Version}, Files: map[string][]byte{}}
-	namespaces, err := clusterNamespaces(ctx, c.Client)
+	contents, err := Collect(ctx, c, backup.Meta{Environment: o.Environment, Cluster: o.Cluster, Created: created,
+		Reason: o.Reason, Version: o.Version}, o.WorkDir)
 	if err != nil {
-		return Result{}, err
-	}
-	if err := saveClusters(ctx, c, o.WorkDir, namespaces, &contents); err != nil {
-		return Result{}, err
-	}
-	if err := savePlatform(ctx, c.Client, contents.Files); err != nil {
 		return Result{}, err
 	}
 	key := backup.Key(o.Environment, created, o.Reason)
@@ -94,6 +87,24 @@ func Take(ctx context.Context, c *kube.Cluster, o Options) (Result, error) {
 		return res, fmt.Errorf("backup %s written; %w", key, err)
 	}
 	return res, nil
+}
+
+// Collect reads what a backup of the cluster holds, as meta describes it, into memory: clusterctl's
+// directory of each namespace with clusters that it can save now (workDir holds them for the time
+// of the read), and the platform's state beside them.
+func Collect(ctx context.Context, c *kube.Cluster, meta backup.Meta, workDir string) (backup.Contents, error) {
+	contents := backup.Contents{Meta: meta, Files: map[string][]byte{}}
+	namespaces, err := clusterNamespaces(ctx, c.Client)
+	if err != nil {
+		return contents, err
+	}
+	if err := saveClusters(ctx, c, workDir, namespaces, &contents); err != nil {
+		return contents, err
+	}
+	if err := savePlatform(ctx, c.Client, contents.Files); err != nil {
+		return contents, err
+	}
+	return contents, nil
 }
 
 // clusterNamespaces are the namespaces that hold Cluster API clusters, by name, and their clusters.

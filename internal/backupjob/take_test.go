@@ -20,7 +20,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,58 +38,6 @@ const caSecretKey = "BACKUP-TEST-CA-KEY-never-in-clear"
 func TestMain(m *testing.M) {
 	ctrllog.SetLogger(logr.Discard())
 	os.Exit(m.Run())
-}
-
-// create creates the objects; a Cluster is then given the status of one Cluster API provisioned
-// (clusterctl saves no namespace with a cluster still coming up), unless it is named "coming-up".
-func create(t *testing.T, c client.Client, objs ...client.Object) {
-	t.Helper()
-	var owner *clusterv1.Cluster
-	for _, o := range objs {
-		// What Cluster API does: the cluster owns its infrastructure (clusterctl saves what a
-		// cluster owns, and the Secrets named after it).
-		if u, ok := o.(*unstructured.Unstructured); ok && owner != nil && u.GetKind() == "DockerCluster" {
-			u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: owner.Name, UID: owner.UID}})
-		}
-		if err := c.Create(t.Context(), o); err != nil {
-			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
-		}
-		cl, ok := o.(*clusterv1.Cluster)
-		if ok {
-			owner = cl
-		}
-		if ok && cl.Name != "coming-up" {
-			cl.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
-			cl.Status.Conditions = []metav1.Condition{{Type: clusterv1.ClusterControlPlaneInitializedCondition, Status: metav1.ConditionTrue,
-				Reason: "Initialized", LastTransitionTime: metav1.Now()}}
-			if err := c.Status().Update(t.Context(), cl); err != nil {
-				t.Fatalf("provision cluster %s: %v", cl.Name, err)
-			}
-		}
-	}
-}
-
-func provider(name, ns, providerName, typ string) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "clusterctl.cluster.x-k8s.io/v1alpha3", "kind": "Provider",
-		"metadata":     map[string]any{"name": name, "namespace": ns, "labels": map[string]any{"clusterctl.cluster.x-k8s.io": "", "cluster.x-k8s.io/provider": name}},
-		"providerName": providerName, "type": typ, "version": "v1.14.0",
-	}}
-}
-
-// aCluster is what Cluster API keeps of one cluster: the Cluster, its DockerCluster, and its
-// certificate authority and kubeconfig Secrets.
-func aCluster(ns, name string) []client.Object {
-	return []client.Object{
-		&clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "DockerCluster", Name: name}}},
-		&unstructured.Unstructured{Object: map[string]any{"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "DockerCluster",
-			"metadata": map[string]any{"namespace": ns, "name": name}, "spec": map[string]any{}}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-ca", Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
-			Data: map[string][]byte{"tls.key": []byte(caSecretKey), "tls.crt": []byte("cert")}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-kubeconfig", Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
-			Data: map[string][]byte{"value": []byte("kubeconfig of " + name)}},
-	}
 }
 
 // startStore starts an S3 server for the test, with its bucket, and returns the store and its URL.
@@ -118,20 +65,20 @@ func TestABackupHoldsEveryClusterAndNothingInClear(t *testing.T) {
 	c := env.Client
 	ctx := t.Context()
 	for _, ns := range []string{"capi-system", "capi-kubeadm-bootstrap-system", "capi-kubeadm-control-plane-system", "capd-system", names.Namespace} {
-		create(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		testenv.CreateProvisioned(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
-	create(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "workload-clusters", Labels: map[string]string{names.TenantLabel: "true"}}},
+	testenv.CreateProvisioned(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "workload-clusters", Labels: map[string]string{names.TenantLabel: "true"}}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "workload-clusters", Name: names.TenantParamsConfigMap}, Data: map[string]string{"name_prefix": "wl"}})
-	create(t, c, provider("cluster-api", "capi-system", "cluster-api", "CoreProvider"),
-		provider("bootstrap-kubeadm", "capi-kubeadm-bootstrap-system", "kubeadm", "BootstrapProvider"),
-		provider("control-plane-kubeadm", "capi-kubeadm-control-plane-system", "kubeadm", "ControlPlaneProvider"),
-		provider("infrastructure-docker", "capd-system", "docker", "InfrastructureProvider"))
-	create(t, c, aCluster(names.Namespace, "management")...)
-	create(t, c, aCluster("workload-clusters", "wl1")...)
-	create(t, c, aCluster("workload-clusters", "wl2")...)
+	testenv.CreateProvisioned(t, c, testenv.ClusterctlProvider("cluster-api", "capi-system", "cluster-api", "CoreProvider"),
+		testenv.ClusterctlProvider("bootstrap-kubeadm", "capi-kubeadm-bootstrap-system", "kubeadm", "BootstrapProvider"),
+		testenv.ClusterctlProvider("control-plane-kubeadm", "capi-kubeadm-control-plane-system", "kubeadm", "ControlPlaneProvider"),
+		testenv.ClusterctlProvider("infrastructure-docker", "capd-system", "docker", "InfrastructureProvider"))
+	testenv.CreateProvisioned(t, c, testenv.ClusterAPIObjects(names.Namespace, "management", caSecretKey)...)
+	testenv.CreateProvisioned(t, c, testenv.ClusterAPIObjects("workload-clusters", "wl1", caSecretKey)...)
+	testenv.CreateProvisioned(t, c, testenv.ClusterAPIObjects("workload-clusters", "wl2", caSecretKey)...)
 	// Another tenant's cluster coming up: its namespace is left out, and no one else's.
-	create(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-b", Labels: map[string]string{names.TenantLabel: "true"}}})
-	create(t, c, aCluster("team-b", "coming-up")...)
+	testenv.CreateProvisioned(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-b", Labels: map[string]string{names.TenantLabel: "true"}}})
+	testenv.CreateProvisioned(t, c, testenv.ClusterAPIObjects("team-b", testenv.ComingUp, caSecretKey)...)
 
 	store, _ := startStore(t)
 	key, err := age.GenerateX25519Identity()
@@ -249,13 +196,13 @@ func TestTheJobRecordsItsRunsAndResumesWhatAKilledOneLeftPaused(t *testing.T) {
 	c := env.Client
 	ctx := t.Context()
 	for _, ns := range []string{"capi-system", "capd-system", names.Namespace} {
-		create(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		testenv.CreateProvisioned(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
-	create(t, c, provider("cluster-api", "capi-system", "cluster-api", "CoreProvider"),
-		provider("infrastructure-docker", "capd-system", "docker", "InfrastructureProvider"))
-	create(t, c, aCluster(names.Namespace, "management")...)
-	create(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-b", Labels: map[string]string{names.TenantLabel: "true"}}})
-	create(t, c, aCluster("team-b", "coming-up")...)
+	testenv.CreateProvisioned(t, c, testenv.ClusterctlProvider("cluster-api", "capi-system", "cluster-api", "CoreProvider"),
+		testenv.ClusterctlProvider("infrastructure-docker", "capd-system", "docker", "InfrastructureProvider"))
+	testenv.CreateProvisioned(t, c, testenv.ClusterAPIObjects(names.Namespace, "management", caSecretKey)...)
+	testenv.CreateProvisioned(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-b", Labels: map[string]string{names.TenantLabel: "true"}}})
+	testenv.CreateProvisioned(t, c, testenv.ClusterAPIObjects("team-b", testenv.ComingUp, caSecretKey)...)
 
 	// A run killed after it paused the management cluster.
 	mgmt := &clusterv1.Cluster{}
@@ -271,7 +218,7 @@ func TestTheJobRecordsItsRunsAndResumesWhatAKilledOneLeftPaused(t *testing.T) {
 	killed, _ := json.Marshal(backupjob.Status{
 		LastSuccess: &backupjob.Attempt{Reason: "schedule", Finished: now.Add(-3 * time.Hour), Key: "kubeadm-capd/20261202T090000Z-schedule.tar.gz.age"},
 		InProgress:  &backupjob.InProgress{Reason: "schedule", Started: now.Add(-time.Hour), Pauses: []string{names.Namespace + "/management", "gone/cluster"}}})
-	create(t, c, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: names.Namespace, Name: names.BackupStatusConfigMap}, Data: map[string]string{"status.json": string(killed)}})
+	testenv.CreateProvisioned(t, c, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: names.Namespace, Name: names.BackupStatusConfigMap}, Data: map[string]string{"status.json": string(killed)}})
 
 	_, storeURL := startStore(t)
 	key, _ := age.GenerateX25519Identity()

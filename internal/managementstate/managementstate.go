@@ -1,7 +1,9 @@
 // Package managementstate is the state of a management cluster, kept in the cluster itself as the
 // last values layer of its cluster-init release (ConfigMap names.StateConfigMap): self_managed
 // once the pivot has moved its definitions in, adopted when the cluster existed before
-// cluster-init. The CLI reads it to render what the cluster renders.
+// cluster-init, hold_tenants while a restore brings a backup's clusters in (the tenants' directories
+// are not reconciled until they are: a cluster made from git first would be a second one). The
+// CLI reads it to render what the cluster renders.
 package managementstate
 
 import (
@@ -22,6 +24,9 @@ import (
 type State struct {
 	SelfManaged bool `json:"self_managed"`
 	Adopted     bool `json:"adopted"`
+	// HoldTenants: a restore (`bootstrap restore`) is taking a backup's clusters into this
+	// cluster; the tenants' Kustomizations stay suspended until it releases them.
+	HoldTenants bool `json:"hold_tenants,omitempty"`
 }
 
 // Managed: the cluster is a management cluster (self-managed or adopted), not one still being
@@ -33,6 +38,8 @@ func (s State) String() string {
 	switch {
 	case s.Adopted:
 		return "adopted"
+	case s.SelfManaged && s.HoldTenants:
+		return "self-managed, its tenants held for a restore"
 	case s.SelfManaged:
 		return "self-managed"
 	}
@@ -47,6 +54,9 @@ func (s State) Layer() values.Layer {
 	}
 	if s.Adopted {
 		m["adopted"] = true
+	}
+	if s.HoldTenants {
+		m["hold_tenants"] = true
 	}
 	return values.FromMap("(state of the management cluster, ConfigMap "+names.Namespace+"/"+names.StateConfigMap+")", m)
 }

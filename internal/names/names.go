@@ -47,6 +47,9 @@ const (
 	BackupStatusConfigMap = "cluster-init-backup-status"
 	// BackupLock is the Lease a backup run holds: one at a time.
 	BackupLock = "cluster-init-backup"
+	// RestoreRecord is the record of a restore's steps in the management cluster it restores
+	// into (`bootstrap restore`): a restore run again continues from it.
+	RestoreRecord = "cluster-init-restore"
 
 	// AgeKeySecret holds the age key kustomize-controller decrypts the environment's secrets with
 	// (key secrets.KeySecretKey); GitAuthSecret the credentials of the git source.

@@ -223,14 +223,20 @@ func (p *pivot) suspend(ctx context.Context, st *State) error {
 }
 
 // adopt makes the management cluster's release render the cluster definitions: it records
-// self_managed in the state ConfigMap its HelmRelease reads, and waits until the unit of the
+// self_managed (and a restore's hold of the tenants) in the state ConfigMap its HelmRelease reads, and waits until the unit of the
 // definitions and every other unit there are ready.
 func (p *pivot) adopt(ctx context.Context, st *State) error {
 	m, err := p.connect(ctx)
 	if err != nil {
 		return err
 	}
-	if err := managementstate.Write(ctx, m.Client, names.FieldManager+"-pivot", managementstate.State{SelfManaged: true}); err != nil {
+	// A restore holds the tenants from the first render that has them (bootstrap restore writes
+	// the hold in the bootstrap cluster before its release): the backup's clusters go in first.
+	held, _, err := managementstate.Read(ctx, p.Bootstrap.Client)
+	if err != nil {
+		return err
+	}
+	if err := managementstate.Write(ctx, m.Client, names.FieldManager+"-pivot", managementstate.State{SelfManaged: true, HoldTenants: held.HoldTenants}); err != nil {
 		return err
 	}
 	health := handoff.NewHealthChecks(ctx, m)

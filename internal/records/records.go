@@ -33,17 +33,20 @@ type Environment struct {
 	Adopted string
 	// TakenBack marks a cluster moved into a kind cluster to be deleted there.
 	TakenBack string
+	// Restore marks a restore begun (its backup): cleaned up, there is none to continue.
+	Restore string
 }
 
 // Of are the records of environment env in the state directory dir.
 func Of(dir statedir.Dir, env string) Environment {
 	e := dir.Environment(env)
-	return Environment{Kubeconfig: e.ManagementKubeconfig(), Containers: e.ContainersRecord(), Adopted: e.AdoptedRecord(), TakenBack: e.TakenBackRecord()}
+	return Environment{Kubeconfig: e.ManagementKubeconfig(), Containers: e.ContainersRecord(), Adopted: e.AdoptedRecord(), TakenBack: e.TakenBackRecord(),
+		Restore: e.RestoreRecord()}
 }
 
 // Forget removes the records, logging each file removed.
 func (e Environment) Forget(log func(string, ...any)) error {
-	for _, path := range []string{e.Kubeconfig, e.Containers, e.Adopted, e.TakenBack} {
+	for _, path := range []string{e.Kubeconfig, e.Containers, e.Adopted, e.TakenBack, e.Restore} {
 		if err := os.Remove(path); err == nil {
 			log("removed %s", path)
 		} else if !errors.Is(err, os.ErrNotExist) {

@@ -113,6 +113,11 @@ func (e Environment) ContainersRecord() string { return filepath.Join(e.path, "c
 // cluster is no longer the record of what was created.
 func (e Environment) TakenBackRecord() string { return filepath.Join(e.path, "taken-back") }
 
+// RestoreRecord is where `bootstrap restore` records, once the backup is checked and before it
+// creates anything, the backup it restores: a run again continues from that backup, and treats the
+// environment's management kubeconfig as the new cluster's, never as the lost one's.
+func (e Environment) RestoreRecord() string { return filepath.Join(e.path, "restore") }
+
 // AdoptedRecord is where bootstrap --adopt records that the environment's management cluster was
 // adopted (its API server's address): cleanup leaves such a cluster, even when its own state is
 // gone or it does not answer.

@@ -334,6 +334,38 @@ func TestATenantsKustomizationStaysInItsDirectory(t *testing.T) {
 	t.Error("no source of the tenant's directory")
 }
 
+// While a restore holds the tenants (its state layer, as the cluster renders it), every tenant's
+// directory is suspended; released, none is.
+func TestARestoreHoldsEveryTenantsDirectory(t *testing.T) {
+	env := tenantsEnvironment(t, testenv.Checkout(t), `
+workload_clusters:
+  tenants:
+    workload-clusters: {name_prefix: wl-}
+    team-a: {name_prefix: a-, path: ./clusters/management/team-a}
+`, "")
+	r, err := render.New(testenv.Checkout(t), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, held := range []bool{true, false} {
+		res, err := r.Render(t.Context(), render.Options{Env: env, Context: render.ContextManagement, Source: gitSource, Units: []string{"workload-clusters"},
+			State: []values.Layer{managementstate.State{SelfManaged: true, HoldTenants: held}.Layer()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ns := range []string{"workload-clusters", "team-a"} {
+			ks := object(res, "Kustomization", ns, "workload-clusters")
+			if ks == nil {
+				t.Fatalf("no directory Kustomization in %s", ns)
+			}
+			if suspended, _, _ := unstructured.NestedBool(ks.Object, "spec", "suspend"); suspended != held {
+				t.Errorf("tenants held: %t; %s's directory suspended: %t", held, ns, suspended)
+			}
+		}
+	}
+}
+
 // The chart refuses tenants that could step on one another or on the platform: overlapping name
 // prefixes, namespaces whose charts could be named alike, and shared or nested directories.
 func TestTenantsThatCouldCollideAreRefused(t *testing.T) {

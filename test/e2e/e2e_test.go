@@ -190,7 +190,7 @@ func (r *run) report(t *testing.T, name string) {
 	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: wall %s, peak RSS of bootstrap %.0f MiB;", name, r.wall.Round(time.Second), float64(r.maxRSSKB)/1024)
-	for _, p := range []string{"validate", "state", "bootstrap cluster", "flux", "source", "environment", "units", "providers", "restore", "scale", "delete", "export", "finish", "management cluster", "machines", "total"} {
+	for _, p := range []string{"validate", "state", "bootstrap cluster", "flux", "source", "environment", "units", "providers", "backup", "restore", "scale", "delete", "export", "finish", "management cluster", "machines", "total"} {
 		if d, ok := r.phases[p]; ok {
 			fmt.Fprintf(&b, " %s %s;", p, d)
 		}
