@@ -157,7 +157,6 @@ type managementLook struct {
 // then), and one that answers with an error is an error, never lost.
 func lookAtManagement(ctx context.Context, m *kube.Cluster, underWay bool) (managementLook, error) {
 	var look managementLook
-	var lastErr error
 	err := wait.PollUntilContextTimeout(ctx, 5*time.Second, lostAfter, true, func(ctx context.Context) (bool, error) {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
@@ -165,7 +164,6 @@ func lookAtManagement(ctx context.Context, m *kube.Cluster, underWay bool) (mana
 			if !notAnswering(err) {
 				return false, err
 			}
-			lastErr = err
 			return underWay, nil
 		}
 		look.answers = true
@@ -178,7 +176,8 @@ func lookAtManagement(ctx context.Context, m *kube.Cluster, underWay bool) (mana
 		}
 		return true, nil
 	})
-	if err != nil && !look.answers && lastErr != nil && wait.Interrupted(err) {
+	// Asked for lostAfter without an answer (and not cancelled): it does not answer.
+	if err != nil && !look.answers && wait.Interrupted(err) && ctx.Err() == nil {
 		return look, nil
 	}
 	return look, err

@@ -62,9 +62,6 @@ const (
 	StepGit      = "wait for git to reconcile them"
 )
 
-// Steps are the names of the steps, in order.
-func Steps() []string { return []string{StepPlan, StepRestore, StepTakeBack, StepRelease, StepGit} }
-
 // Run restores the backup into the cluster, or continues the restore its record says is under
 // way. It refuses to continue from another backup than the one it began with.
 func Run(ctx context.Context, o Options) (Record, error) {

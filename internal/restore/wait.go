@@ -21,10 +21,6 @@ import (
 	"cluster-init.dev/cluster-init/internal/steps"
 )
 
-// TenantDirectory is the Kustomization of a tenant's directory in its namespace
-// (charts/workload-clusters): the one a hold suspends.
-const TenantDirectory = "workload-clusters"
-
 // tenantNamespaces are the tenants' namespaces the management cluster's release made.
 func tenantNamespaces(ctx context.Context, m *kube.Cluster) ([]string, error) {
 	list := &corev1.NamespaceList{}
@@ -131,12 +127,12 @@ func (r *restore) reconciledFromGit(ctx context.Context) error {
 		notInGit = map[string]bool{}
 		for _, ns := range r.rec.Namespaces {
 			ks := &kustomizev1.Kustomization{}
-			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: TenantDirectory}, ks); err != nil {
-				pending = append(pending, fmt.Sprintf("Kustomization %s/%s: %v", ns, TenantDirectory, err))
+			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.TenantKustomization}, ks); err != nil {
+				pending = append(pending, fmt.Sprintf("Kustomization %s/%s: %v", ns, names.TenantKustomization, err))
 				continue
 			}
 			if st := readiness.Of(ks); st.State != readiness.Ready || ks.Status.LastAppliedRevision == "" {
-				pending = append(pending, fmt.Sprintf("Kustomization %s/%s: %s %s", ns, TenantDirectory, st.State, st.Message))
+				pending = append(pending, fmt.Sprintf("Kustomization %s/%s: %s %s", ns, names.TenantKustomization, st.State, st.Message))
 				continue
 			}
 			// The clusters' releases, made by the directory: each must have installed git's
