@@ -15,6 +15,7 @@ import (
 func newCleanupCommand(g *globals) *cobra.Command {
 	var valueFiles []string
 	var output string
+	var lost bool
 	cmd := &cobra.Command{
 		Use:   "cleanup ENV",
 		Short: "Remove what a bootstrap created: the kind cluster and the CAPD containers of the cluster",
@@ -33,7 +34,11 @@ Flux), each step bounded in time.
 A container is removed directly only when it is named after a machine or load balancer of the
 environment's clusters, as they define them or as recorded at the bootstrap: another kind or CAPD
 cluster with the same name is left alone, and named. It reads only the names it needs from the
-values, and works whatever they are.`,
+values, and works whatever they are.
+With --lost, after a restore (bootstrap restore), only what the lost management cluster left
+behind goes: the containers of its own machines that still run on this host, as the restore
+recorded them from the backup. Nothing of the new management cluster or of any cluster it defines
+is removed, and a machine of the lost cluster at a cloud is named with its provider ID.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w, err := g.openWithValues(args[0], valueFiles)
@@ -49,6 +54,13 @@ values, and works whatever they are.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
+			logf := func(format string, a ...any) { fmt.Fprintln(out, termtext.Block(fmt.Sprintf(format, a...), "    ")) }
+			if lost {
+				ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Minute)
+				defer cancel()
+				_, err := cleanup.RemoveLostOf(ctx, cleanup.DockerCLI{}, dir, w.Env.Name, logf)
+				return err
+			}
 			// The progress of a take-back, checked before anything is removed.
 			printer, err := g.printer(cmd, output, time.Now())
 			if err != nil {
@@ -65,10 +77,11 @@ values, and works whatever they are.`,
 				Cluster:     v.Cluster.Name,
 				CAPD:        v.Cluster.OnDocker(),
 				Bootstrap:   g.common(w, dir, 30*time.Minute, "", printer),
-			}, func(format string, a ...any) { fmt.Fprintln(out, termtext.Block(fmt.Sprintf(format, a...), "    ")) })
+			}, logf)
 		},
 	}
 	cmd.Flags().StringArrayVar(&valueFiles, "values", nil, "the values files the bootstrap was given (repeatable): the kind cluster a self-managed cluster is taken back into needs them")
+	cmd.Flags().BoolVar(&lost, "lost", false, "after a restore: remove only the containers the lost management cluster left on this host")
 	cmd.Flags().StringVarP(&output, "output", "o", "plain", "progress of the kind cluster a cluster is taken back into: plain, json or tty")
 	return cmd
 }

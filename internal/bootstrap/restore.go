@@ -306,13 +306,13 @@ func (r *restoring) restore(ctx context.Context) error {
 		r.s.out.Log("not managed: %s", o)
 	}
 	r.s.out.Log("restored %d machines in namespaces %v from %s; the tenants reconcile from git again", len(rec.Machines), rec.Namespaces, rec.Backup)
-	// What the lost cluster ran itself is not taken back: its machines are named, never removed.
-	lost, err := restore.BackedUpMachines(r.backup, names.Namespace)
-	if err != nil {
-		return err
-	}
-	for _, mach := range lost {
+	// What the lost cluster ran itself is not taken back: its machines are named, removed only
+	// when asked.
+	for _, mach := range rec.Lost {
 		r.s.out.Log("left behind by the lost management cluster (not removed): machine %s, provider ID %s", mach.Name, mach.ProviderID)
+	}
+	if len(rec.Lost) > 0 {
+		r.s.out.Log("bootstrap cleanup %s --lost removes those that are containers of this host", r.s.opts.Env.Name)
 	}
 	if err := os.Remove(r.s.opts.StateDir.Environment(r.s.opts.Env.Name).RestoreRecord()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err

@@ -59,9 +59,9 @@ func (e Environment) Forget(log func(string, ...any)) error {
 // Owned is the set of container names that belong to the clusters of one environment.
 type Owned map[string]bool
 
-// machineContainer is the name CAPD gives a machine's container: the Machine's name, prefixed
+// MachineContainer is the name CAPD gives a machine's container: the Machine's name, prefixed
 // by its cluster's when it does not start with it (CAPD's docker.MachineContainerName).
-func machineContainer(cluster, machine string) string {
+func MachineContainer(cluster, machine string) string {
 	if strings.HasPrefix(machine, cluster) {
 		return machine
 	}
@@ -84,7 +84,7 @@ func OwnedContainers(ctx context.Context, c client.Reader) (Owned, error) {
 		return nil, fmt.Errorf("list Machines: %w", err)
 	}
 	for _, m := range list.Items {
-		owned[machineContainer(m.Spec.ClusterName, m.Name)] = true
+		owned[MachineContainer(m.Spec.ClusterName, m.Name)] = true
 		if id, ok := strings.CutPrefix(m.Spec.ProviderID, "docker:////"); ok && id != "" {
 			owned[id] = true
 		}

@@ -27,6 +27,7 @@ import (
 
 	"cluster-init.dev/cluster-init/internal/backup"
 	"cluster-init.dev/cluster-init/internal/kube"
+	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/pivot"
 	"cluster-init.dev/cluster-init/internal/steps"
 )
@@ -124,6 +125,11 @@ func (r *restore) plan(ctx context.Context) error {
 		return err
 	}
 	r.rec.Namespaces, r.rec.Left, r.rec.Machines = nil, map[string]string{}, nil
+	// What the lost cluster ran itself is not taken back: its machines are recorded, for
+	// `cleanup --lost`, never removed here.
+	if r.rec.Lost, err = BackedUpMachines(r.Backup, names.Namespace); err != nil {
+		return steps.Permanent(err)
+	}
 	for _, ns := range r.Backup.Namespaces(false) {
 		switch {
 		case ns.Skipped != "":
@@ -192,6 +198,9 @@ type Record struct {
 	// Machines are the backup's machines of those namespaces: the ones Cluster API must take
 	// back unreplaced.
 	Machines []Machine `json:"machines,omitempty"`
+	// Lost are the lost management cluster's own machines, as the backup holds them: never taken
+	// back, named after the restore, removed only when asked (`bootstrap cleanup ENV --lost`).
+	Lost []Machine `json:"lost,omitempty"`
 	// Orphans are what the restore found that nothing manages: a node of a restored cluster
 	// that no machine has (see nodesWithoutMachine), a restored cluster no longer in git.
 	Orphans []string `json:"orphans,omitempty"`

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -245,6 +246,23 @@ backup:
 		if !strings.Contains(status.output.String(), want) {
 			t.Errorf("status after the restore does not show %s:\n%s", want, status.output.String())
 		}
+	}
+	// A machine of the lost cluster that still ran (a worker its loss spared, as a container of
+	// its name and cluster) goes with cleanup --lost; nothing of the new management cluster does,
+	// though its load balancer has the lost one's name.
+	left := regexp.MustCompile(`left behind by the lost management cluster \(not removed\): machine \S+, provider ID docker:////(\S+)`).FindStringSubmatch(again.output.String())
+	if left == nil {
+		t.Fatalf("the restore did not name the lost cluster's machines:\n%s", tail(again.output.String(), 30))
+	}
+	kept := containerIDs(t, "management")
+	image := strings.TrimSpace(docker(t, "inspect", "-f", "{{.Config.Image}}", kept[0]))
+	docker(t, "run", "-d", "--name", left[1], "--label", "io.x-k8s.kind.cluster=management", "--entrypoint", "sleep", image, "infinity")
+	swept := bootstrap(t, ctx, nil, "cleanup", env, "--lost")
+	if swept.err != nil || !strings.Contains(swept.output.String(), "removing 1 containers of the lost management cluster: "+left[1]) {
+		t.Errorf("cleanup --lost: %v\n%s", swept.err, swept.output.String())
+	}
+	if now := containerIDs(t, "management"); !slices.Equal(now, kept) {
+		t.Errorf("cleanup --lost: the management cluster's containers were %v, are %v", kept, now)
 	}
 	helloFinished = true
 	for target, n := range hello.finish(t) {
