@@ -13,7 +13,10 @@ docker_start() {
   [[ -x /usr/sbin/dockerd ]] || prereqs_install
   mkdir -p "$CACHE/logs"
   log "starting dockerd (log: $CACHE/logs/dockerd.log)"
-  nohup /usr/sbin/dockerd >>"$CACHE/logs/dockerd.log" 2>&1 </dev/null &
+  # In a session of its own and at normal priority: a signal to the script's process group (a
+  # Ctrl-C, a SIGSTOP to pause a build) and the script's nice value must not reach the engine and
+  # every container it runs.
+  setsid nice -n "$((-$(nice)))" /usr/sbin/dockerd >>"$CACHE/logs/dockerd.log" 2>&1 </dev/null &
   local i
   for ((i = 0; i < 60; i++)); do
     if docker info >/dev/null 2>&1; then return 0; fi
