@@ -78,6 +78,7 @@ An existing cluster instead of kind:
 		newBackupJobCommand(),
 		newManagementControllersCommand(),
 		newTenantSourcesCommand(),
+		newChangeGateCommand(),
 		newCLIDocCommand(),
 	)
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {

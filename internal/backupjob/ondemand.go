@@ -31,6 +31,12 @@ var ErrNoBackupUnit = errors.New("no backup unit")
 // does, with reason in place of the schedule, and returns its name. A cluster without the
 // CronJob is told how to get one.
 func Start(ctx context.Context, c client.Client, namespace, reason string, now time.Time) (string, error) {
+	return StartNamed(ctx, c, namespace, reason, fmt.Sprintf("%s-%s-%s", names.BackupCronJob, reason, now.UTC().Format("20060102t150405")))
+}
+
+// StartNamed is Start with the Job's name given: the change gate names the backup before a commit
+// after the commit (BeforeChangeJob), so that it finds the Job again after a restart.
+func StartNamed(ctx context.Context, c client.Client, namespace, reason, name string) (string, error) {
 	cj := &batchv1.CronJob{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: names.BackupCronJob}, cj); apierrors.IsNotFound(err) {
 		return "", fmt.Errorf("%w: no CronJob %s/%s in this cluster: set backup.enabled (and backup.store, backup.recipients, credentials.backup) in the environment's values, then apply them", ErrNoBackupUnit, namespace, names.BackupCronJob)
@@ -44,7 +50,7 @@ func Start(ctx context.Context, c client.Client, namespace, reason string, now t
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   namespace,
-			Name:        fmt.Sprintf("%s-%s-%s", names.BackupCronJob, reason, now.UTC().Format("20060102t150405")),
+			Name:        name,
 			Labels:      cj.Spec.JobTemplate.Labels,
 			Annotations: map[string]string{"cronjob.kubernetes.io/instantiate": "manual"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "CronJob", Name: cj.Name, UID: cj.UID,
@@ -79,17 +85,9 @@ func Wait(ctx context.Context, c *kube.Cluster, namespace, job string, waiting f
 			waiting(fmt.Sprintf("Job %s: %v", job, err))
 			return false, nil
 		}
-		for _, cond := range j.Status.Conditions {
-			if cond.Status != corev1.ConditionTrue {
-				continue
-			}
-			switch cond.Type {
-			case batchv1.JobComplete:
-				return true, nil
-			case batchv1.JobFailed:
-				failed = strings.TrimSpace(cond.Reason + ": " + cond.Message)
-				return true, nil
-			}
+		if o := OutcomeOf(j); o.Complete || o.Failed {
+			failed = o.Message
+			return true, nil
 		}
 		if now := fmt.Sprintf("Job %s: %d running, %d failed", job, j.Status.Active, j.Status.Failed); now != last {
 			last = now

@@ -21,6 +21,8 @@ type View struct {
 	Suspended bool
 	Running   int
 	Status    Status
+	// Held is the commit the change gate holds for its backup, if any.
+	Held *Held
 }
 
 // Observe reads the backups' view of the cluster; a cluster without the unit has an empty one.
@@ -34,7 +36,10 @@ func Observe(ctx context.Context, c client.Reader, namespace string) (View, erro
 		return View{}, fmt.Errorf("read the backup CronJob %s/%s: %w", namespace, names.BackupCronJob, err)
 	}
 	v := View{Found: true, Schedule: cj.Spec.Schedule, Suspended: cj.Spec.Suspend != nil && *cj.Spec.Suspend, Running: len(cj.Status.Active)}
-	v.Status, _, err = ReadStatus(ctx, c, namespace)
+	if v.Status, _, err = ReadStatus(ctx, c, namespace); err != nil {
+		return v, err
+	}
+	v.Held, err = ObserveHeld(ctx, c, namespace)
 	return v, err
 }
 
@@ -66,6 +71,17 @@ func (v View) Summary(now time.Time) (string, []string) {
 	}
 	if v.Running > 0 {
 		line += fmt.Sprintf("; %d running", v.Running)
+	}
+	if h := v.Held; h != nil {
+		held := fmt.Sprintf("commit %.12s held %s for the backup before it", h.Commit, now.Sub(h.Since).Round(time.Second))
+		switch {
+		case h.Outcome.Failed:
+			troubles = append(troubles, fmt.Sprintf("%s: Job %s failed (%s); tried again %s after it failed, or: kubectl -n %s annotate gitrepository %s %s=%s", held, h.Job, h.Outcome.Message, BeforeChangeRetry, names.Namespace, names.IncomingSourceRepository, names.ReleaseWithoutBackupAnnotation, h.Commit))
+		case h.Job != "":
+			line += "; " + held + " (Job " + h.Job + ")"
+		default:
+			line += "; " + held
+		}
 	}
 	return line, troubles
 }

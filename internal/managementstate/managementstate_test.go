@@ -50,3 +50,39 @@ func TestTheStateIsWhatTheReleaseReads(t *testing.T) {
 		}
 	}
 }
+
+// Two writers of the state each change their own field: an update keeps what the other wrote,
+// also when the other writes between its read and its write.
+func TestAnUpdateKeepsWhatAnotherWriterChanged(t *testing.T) {
+	c := testenv.Start(t, "state")
+	ctx := t.Context()
+	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: names.Namespace}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := managementstate.Update(ctx, c.Client, "pivot", func(st *managementstate.State) { st.SelfManaged, st.HoldTenants = true, true }); err != nil {
+		t.Fatal(err)
+	}
+	if err := managementstate.Update(ctx, c.Client, "gate", func(st *managementstate.State) { st.ReleasedCommit = "c1" }); err != nil {
+		t.Fatal(err)
+	}
+	tries := 0
+	err := managementstate.Update(ctx, c.Client, "restore", func(st *managementstate.State) {
+		tries++
+		if tries == 1 { // the gate writes after this read
+			if err := managementstate.Update(ctx, c.Client, "gate", func(st *managementstate.State) { st.ReleasedCommit = "c2" }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st.HoldTenants = false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := managementstate.Read(ctx, c.Client)
+	if want := (managementstate.State{SelfManaged: true, ReleasedCommit: "c2"}); err != nil || got != want {
+		t.Errorf("after the updates the state is %+v (%v), want %+v", got, err, want)
+	}
+	if tries != 2 {
+		t.Errorf("the update that met another write read the state %d times, want 2", tries)
+	}
+}

@@ -47,6 +47,14 @@ const (
 	BackupStatusConfigMap = "cluster-init-backup-status"
 	// BackupLock is the Lease a backup run holds: one at a time.
 	BackupLock = "cluster-init-backup"
+	// IncomingSourceRepository follows the platform's repository as SourceRepository did before
+	// the change gate (internal/changegate): SourceRepository is then pinned to the commit the gate
+	// released (managementstate.State.ReleasedCommit), each new one after a backup before it.
+	// ChangeGate is the gate's Deployment and account; ReleaseWithoutBackupAnnotation, set on
+	// IncomingSourceRepository to a held commit, releases that commit without a backup.
+	IncomingSourceRepository       = "cluster-init-incoming"
+	ChangeGate                     = "change-gate"
+	ReleaseWithoutBackupAnnotation = "cluster-init.dev/release-without-backup"
 	// RestoreRecord is the record of a restore's steps in the management cluster it restores
 	// into (`bootstrap restore`): a restore run again continues from it.
 	RestoreRecord = "cluster-init-restore"

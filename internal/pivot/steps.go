@@ -236,7 +236,9 @@ func (p *pivot) adopt(ctx context.Context, st *State) error {
 	if err != nil {
 		return err
 	}
-	if err := managementstate.Write(ctx, m.Client, names.FieldManager+"-pivot", managementstate.State{SelfManaged: true, HoldTenants: held.HoldTenants}); err != nil {
+	if err := managementstate.Update(ctx, m.Client, names.FieldManager+"-pivot", func(st *managementstate.State) {
+		st.SelfManaged, st.HoldTenants = true, held.HoldTenants
+	}); err != nil {
 		return err
 	}
 	health := handoff.NewHealthChecks(ctx, m)

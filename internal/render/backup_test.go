@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fluxcd/pkg/sourceignore"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"cluster-init.dev/cluster-init/internal/backupjob"
@@ -116,5 +117,97 @@ func TestTheBackupUnitRunsTheValuesSchedule(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%s: %v, want an error naming %s", bad.name, err, bad.want)
 		}
+	}
+}
+
+// With a git source, the backup unit's change gate: the incoming source follows the branch (and a
+// push fetches it: the Receiver's platform label), the release's own source is pinned to the
+// commit the gate released, and to nothing before the gate released one; with
+// backup.before_change false, neither.
+func TestTheChangeGatePinsTheReleaseToTheReleasedCommit(t *testing.T) {
+	root := testenv.Checkout(t)
+	const released = "0123456789abcdef0123456789abcdef01234567"
+	git := map[string]any{"type": "git", "url": "http://git.test/cluster-init.git", "ref": map[string]any{"branch": "main"}}
+	render1 := func(opts render.Options, st managementstate.State) (incoming *unstructured.Unstructured, sourcePatch string) {
+		t.Helper()
+		opts.Source, opts.State = git, []values.Layer{st.Layer()}
+		res, err := render.Render(t.Context(), root, kubeVersion(t, root), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range res.Objects {
+			switch {
+			case o.Object.GetKind() == "GitRepository" && o.Object.GetName() == names.IncomingSourceRepository:
+				incoming = o.Object
+			case o.Object.GetKind() == "Kustomization" && o.Object.GetName() == names.Release:
+				patches, _, _ := unstructured.NestedSlice(o.Object.Object, "spec", "patches")
+				for _, p := range patches {
+					if s, _ := p.(map[string]any)["patch"].(string); strings.Contains(s, `"kind":"GitRepository"`) {
+						sourcePatch = s
+					}
+				}
+			}
+		}
+		return incoming, sourcePatch
+	}
+	opts := backupEnvironment(t, root, `"0 * * * *"`, true)
+	incoming, patch := render1(opts, managementstate.State{SelfManaged: true, ReleasedCommit: released})
+	if incoming == nil {
+		t.Fatal("no incoming source")
+	}
+	if ref, _, _ := unstructured.NestedStringMap(incoming.Object, "spec", "ref"); ref["branch"] != "main" || ref["commit"] != "" {
+		t.Errorf("the incoming source's ref: %v", ref)
+	}
+	if incoming.GetLabels()[names.RepositoryLabel] != names.PlatformRepository {
+		t.Errorf("the incoming source's labels: %v", incoming.GetLabels())
+	}
+	// Its artifact holds the platform's directories alone (as source-controller filters it): a
+	// commit of tenants' directories keeps its digest.
+	ignore, _, _ := unstructured.NestedString(incoming.Object, "spec", "ignore")
+	matcher := sourceignore.NewMatcher(sourceignore.ReadPatterns(strings.NewReader(ignore), nil))
+	kept := func(path string) bool {
+		parts := strings.Split(path, "/")
+		for i := range parts {
+			if matcher.Match(parts[:i+1], i < len(parts)-1) {
+				return false
+			}
+		}
+		return true
+	}
+	for path, want := range map[string]bool{
+		"environment-values/kubeadm-capd/values.yaml":       true,
+		"charts/cluster-init/Chart.yaml":                    true,
+		"kustomize-components/backup/kustomization.yaml":    true,
+		"clusters/management/apps/hello/application.yaml":   true,
+		"clusters/management/workload-clusters/wl1/hr.yaml": false,
+		"clusters/management/team-b/b-one/hr.yaml":          false,
+		"clusters/other/apps/x.yaml":                        false,
+		"README.md":                                         false,
+	} {
+		if kept(path) != want {
+			t.Errorf("the incoming source keeps %s: %t, want %t (ignore:\n%s)", path, kept(path), want, ignore)
+		}
+	}
+	if !strings.Contains(patch, `"commit":"`+released+`"`) || !strings.Contains(patch, `"branch":"main"`) {
+		t.Errorf("the release's source is not pinned to the released commit: %s", patch)
+	}
+	// Before the gate released anything: the branch, as without a gate.
+	if _, patch := render1(opts, managementstate.State{SelfManaged: true}); strings.Contains(patch, `"commit"`) {
+		t.Errorf("pinned before the gate released a commit: %s", patch)
+	}
+	// No gate: no incoming source, no pin, whatever the state says.
+	off, err := loadEnv(t, root, "kubeadm-capd", copyEnv(t, root, "kubeadm-capd", map[string]func(string) string{
+		"values.yaml": func(old string) string {
+			return old + "backup:\n  enabled: true\n  before_change: false\n  recipients: [" + backupRecipient + "]\n  store:\n    endpoint: http://store.test:8333\n    bucket: backups\n"
+		},
+		"secrets.yaml": func(string) string {
+			return "credentials:\n  backup:\n    access_key: backup-access\n    secret_key: " + backupSecretKey + "\n"
+		},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if incoming, patch := render1(render.Options{Env: off, Context: render.ContextManagement}, managementstate.State{SelfManaged: true, ReleasedCommit: released}); incoming != nil || strings.Contains(patch, released) {
+		t.Errorf("backup.before_change false: incoming %v, the source's patch %s", incoming != nil, patch)
 	}
 }

@@ -111,8 +111,7 @@ func (r *restore) release(ctx context.Context) error {
 	if !st.SelfManaged {
 		return fmt.Errorf("the management cluster is %s: a restore needs a self-managed one", st)
 	}
-	st.HoldTenants = false
-	return managementstate.Write(ctx, r.Management.Client, fieldOwner, st)
+	return managementstate.Update(ctx, r.Management.Client, fieldOwner, func(st *managementstate.State) { st.HoldTenants = false })
 }
 
 // reconciledFromGit waits until each restored tenant's directory has reconciled from git (its

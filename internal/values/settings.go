@@ -32,10 +32,12 @@ type Settings struct {
 // BackupSettings are the management cluster's backups (`backup`). The backup Job reads the same
 // shape, rendered by the chart (internal/backupjob.Config).
 type BackupSettings struct {
-	Enabled    bool     `json:"enabled"`
-	Schedule   string   `json:"schedule"`
-	Recipients []string `json:"recipients"`
-	Store      struct {
+	Enabled bool `json:"enabled"`
+	// BeforeChange: the change gate holds each commit until a backup before it (internal/changegate).
+	BeforeChange bool     `json:"before_change"`
+	Schedule     string   `json:"schedule"`
+	Recipients   []string `json:"recipients"`
+	Store        struct {
 		Endpoint string `json:"endpoint"`
 		Bucket   string `json:"bucket"`
 		Region   string `json:"region"`

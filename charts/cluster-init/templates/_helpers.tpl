@@ -88,6 +88,29 @@ cluster-init.unitEnabled: "true" or "false", for use in other units' templates, 
 {{- end -}}
 
 {{/*
+cluster-init.changeGate: "true" where the change gate holds each commit of the platform's repository
+until a backup before it is written (internal/changegate): the management cluster's backup unit
+runs, with backup.before_change, and the release reads a git source that follows a branch or tag
+(one pinned to a commit by the values has nothing to hold). Input: $root.
+*/}}
+{{- define "cluster-init.changeGate" -}}
+{{- $src := .Values.source -}}
+{{- and (eq .Values.context "management") (eq $src.type "git") (not ($src.ref | default dict).commit) .Values.backup.before_change (eq (include "cluster-init.unitEnabled" (list . "backup")) "true") -}}
+{{- end -}}
+
+{{/*
+cluster-init.platformDirectoriesOnly: the source ignore (gitignore lines) that keeps only the
+directories of the platform's repository that the platform applies, which no tenant may use (the
+same four the workload-clusters chart refuses as a tenant's path, $platformDirs of its
+tenants.yaml): an artifact of them alone has the same digest for every commit that changes only
+tenants' directories. Input: $root.
+*/}}
+{{- define "cluster-init.platformDirectoriesOnly" -}}
+{{- $cluster := .Values.cluster.name -}}
+{{- list "/*" "!/charts/" "!/kustomize-components/" "!/environment-values/" "!/clusters/" "/clusters/*" (printf "!/clusters/%s/" $cluster) (printf "/clusters/%s/*" $cluster) (printf "!/clusters/%s/apps/" $cluster) | join "\n" -}}
+{{- end -}}
+
+{{/*
 cluster-init.sourceKind: the Flux kind of a source entry (git -> GitRepository, oci -> OCIRepository).
 Input: (list $source $key).
 */}}

@@ -172,7 +172,12 @@ the source's type, and patches setting their spec. Input: $root. Output: JSON {c
   {{- $chartSource := include "cluster-init.chartSourceName" (list "cluster-init" "charts/cluster-init") -}}
   {{- $patches = append $patches (dict "target" (dict "kind" "OCIRepository" "name" $chartSource) "patch" (toJson (dict "apiVersion" "source.toolkit.fluxcd.io/v1" "kind" "OCIRepository" "metadata" (dict "name" $chartSource) "spec" (fromJson (include "cluster-init.sourceSpec" (list $src "charts/cluster-init")))))) -}}
 {{- else -}}
-  {{- $patches = append $patches (dict "target" (dict "kind" "GitRepository" "name" "cluster-init") "patch" (toJson (dict "apiVersion" "source.toolkit.fluxcd.io/v1" "kind" "GitRepository" "metadata" (dict "name" "cluster-init") "spec" (fromJson (include "cluster-init.sourceSpec" (list $src "")))))) -}}
+  {{- $spec := fromJson (include "cluster-init.sourceSpec" (list $src "")) -}}
+  {{- if and (eq (include "cluster-init.changeGate" .) "true") .Values.released_commit -}}
+    {{- /* Pinned to what the change gate released; cluster-init-incoming follows the branch. */ -}}
+    {{- $_ := set $spec "ref" (merge (dict "commit" .Values.released_commit) ($spec.ref | default dict)) -}}
+  {{- end -}}
+  {{- $patches = append $patches (dict "target" (dict "kind" "GitRepository" "name" "cluster-init") "patch" (toJson (dict "apiVersion" "source.toolkit.fluxcd.io/v1" "kind" "GitRepository" "metadata" (dict "name" "cluster-init") "spec" $spec))) -}}
 {{- end -}}
 {{- dict "components" (list (printf "../source-%s" $src.type)) "patches" $patches | toJson -}}
 {{- end -}}
