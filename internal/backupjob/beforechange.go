@@ -12,13 +12,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"cluster-init.dev/cluster-init/internal/backup"
 	"cluster-init.dev/cluster-init/internal/managementstate"
 	"cluster-init.dev/cluster-init/internal/names"
 )
 
 // ReasonBeforeChange is the reason of a backup taken before a change: by `bootstrap apply`, or by
 // the change gate before it releases a commit (internal/changegate).
-const ReasonBeforeChange = "before-change"
+const ReasonBeforeChange = backup.ReasonBeforeChange
 
 // BeforeChangeRetry is how long after a failed backup before a change the gate tries again.
 const BeforeChangeRetry = 5 * time.Minute

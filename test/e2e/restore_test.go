@@ -17,6 +17,7 @@ import (
 	"filippo.io/age"
 
 	"cluster-init.dev/cluster-init/internal/backup"
+	"cluster-init.dev/cluster-init/internal/names"
 	"cluster-init.dev/cluster-init/internal/objectstore"
 )
 
@@ -116,6 +117,10 @@ backup:
 			hello.finish(t)
 		}
 	}()
+
+	// A change of the platform by commit (the backups' schedule) is held until a backup before it
+	// is written: the change gate.
+	changeGateHoldsACommit(t, ctx, kc, r, hostStore)
 
 	// The backup; then wl1 scaled by a commit, which the backup does not hold.
 	took := bootstrap(t, ctx, nil, "backup", env)
@@ -269,6 +274,50 @@ backup:
 		if n > 0 {
 			t.Errorf("%s failed %d requests from before the destruction to the end", target, n)
 		}
+	}
+}
+
+// changeGateHoldsACommit commits a change of the platform (the backups' schedule, in the
+// environment's values) and checks that the platform's source applies it only once a backup
+// before it is in the store, sampled every second.
+func changeGateHoldsACommit(t *testing.T, ctx context.Context, kc string, r *repository, store *objectstore.Store) {
+	t.Helper()
+	source := func(name, path string) string {
+		return kubectlQuiet(kc, "-n", names.Namespace, "get", "gitrepository", name, "-o", "jsonpath="+path)
+	}
+	waitFor(t, 5*time.Minute, "the platform's source pinned by the change gate", func() bool {
+		return source(names.SourceRepository, "{.spec.ref.commit}") != ""
+	})
+	valuesFile := filepath.Join("environment-values", env, "values.yaml")
+	values := readFile(t, filepath.Join(r.dir, valuesFile))
+	const was, now = `schedule: "0 */6 * * *"`, `schedule: "0 */4 * * *"`
+	if !strings.Contains(values, was) {
+		t.Fatalf("%s has no %s", valuesFile, was)
+	}
+	r.write(t, valuesFile, strings.Replace(values, was, now, 1))
+	pushed := r.commit(t, "backups every four hours")
+	head := r.git(t, "rev-parse", "HEAD")
+	kubectlQuiet(kc, "-n", names.Namespace, "annotate", "--overwrite", "gitrepository", names.IncomingSourceRepository, "reconcile.fluxcd.io/requestedAt="+time.Now().Format(time.RFC3339Nano))
+	var before string
+	var beforeAt time.Duration
+	waitFor(t, 10*time.Minute, "the commit applied after a backup before it", func() bool {
+		applied := strings.HasSuffix(source(names.SourceRepository, "{.status.artifact.revision}"), head)
+		if before == "" {
+			for _, o := range mustList(t, store, env+"/") {
+				if strings.HasSuffix(o.Key, "-"+backup.ReasonBeforeChange+".tar.gz.age") && o.Modified.After(pushed.Add(-time.Minute)) {
+					before, beforeAt = o.Key, time.Since(pushed)
+				}
+			}
+		}
+		if applied && before == "" {
+			t.Fatalf("commit %s was applied with no backup before it in the store", head)
+		}
+		return applied && kubectlQuiet(kc, "-n", names.Namespace, "get", "cronjob", names.BackupCronJob, "-o", "jsonpath={.spec.schedule}") == "0 */4 * * *"
+	})
+	t.Logf("push -> the backup before the change %s: %s; the change applied: %s", before, beforeAt.Round(time.Second), time.Since(pushed).Round(time.Second))
+	out := bootstrap(t, ctx, nil, "status", env)
+	if out.err != nil || !strings.Contains(out.output.String(), "backup") {
+		t.Errorf("bootstrap status after the change: %v\n%s", out.err, tail(out.output.String(), 20))
 	}
 }
 
