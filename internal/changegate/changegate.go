@@ -106,20 +106,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	digest := in.Status.Artifact.Digest
 	if st.ReleasedCommit == "" {
-		// The gate's first run: what the release applies now is released already.
-		pinned, pinnedDigest := commit, digest
-		src := &sourcev1.GitRepository{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: names.SourceRepository}, src); err != nil && !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("read the platform's source %s/%s: %w", r.Namespace, names.SourceRepository, err)
-		} else if err == nil && src.Status.Artifact != nil {
-			if c := backupjob.CommitOf(src.Status.Artifact.Revision); c != "" && c != commit {
-				pinned, pinnedDigest = c, "" // the platform's directories at c are not known: the next commit gets a backup
-			}
-		}
-		if err := r.release(ctx, pinned, pinnedDigest); err != nil {
+		if err := r.pinFirst(ctx, in, commit, digest); err != nil {
 			return ctrl.Result{}, err
 		}
-		r.event(in, corev1.EventTypeNormal, ReasonPinned, "the platform's source is pinned to commit %s, which it applies; each new commit waits for a backup before it", pinned)
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	if commit == st.ReleasedCommit {
@@ -142,6 +131,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 
+	return r.backupThenRelease(ctx, in, commit, digest)
+}
+
+// pinFirst is the gate's first run: what the release applies now is released already.
+func (r *Reconciler) pinFirst(ctx context.Context, in *sourcev1.GitRepository, commit, digest string) error {
+	pinned, pinnedDigest := commit, digest
+	src := &sourcev1.GitRepository{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: names.SourceRepository}, src); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("read the platform's source %s/%s: %w", r.Namespace, names.SourceRepository, err)
+	} else if err == nil && src.Status.Artifact != nil {
+		if c := backupjob.CommitOf(src.Status.Artifact.Revision); c != "" && c != commit {
+			pinned, pinnedDigest = c, "" // the platform's directories at c are not known: the next commit gets a backup
+		}
+	}
+	if err := r.release(ctx, pinned, pinnedDigest); err != nil {
+		return err
+	}
+	r.event(in, corev1.EventTypeNormal, ReasonPinned, "the platform's source is pinned to commit %s, which it applies; each new commit waits for a backup before it", pinned)
+	return nil
+}
+
+// backupThenRelease starts the backup before commit, and releases commit once it completed.
+func (r *Reconciler) backupThenRelease(ctx context.Context, in *sourcev1.GitRepository, commit, digest string) (ctrl.Result, error) {
 	name := backupjob.BeforeChangeJob(commit)
 	job := &batchv1.Job{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: name}, job); apierrors.IsNotFound(err) {
