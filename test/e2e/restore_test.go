@@ -139,6 +139,11 @@ backup:
 	fetchTenantSources(t, kc)
 	waitFor(t, 15*time.Minute, "wl1 with two workers", func() bool { return runningMachines(t, kc, "workload-clusters", "wl1") == 3 })
 	t.Logf("push -> wl1 scaled to two workers: %s", time.Since(pushed).Round(time.Second))
+	// A commit of tenants' directories alone changes nothing of the platform: the change gate
+	// released it without a backup, and the one on demand is still the newest.
+	if objs := mustList(t, hostStore, env+"/"); len(objs) == 0 || slices.MaxFunc(objs, func(a, b objectstore.Object) int { return strings.Compare(a.Key, b.Key) }).Key != m[1] {
+		t.Errorf("after a commit of a tenant's directory the newest backup is not %s: %v", m[1], objs)
+	}
 
 	// The management cluster is lost.
 	lost := containerIDs(t, "management")
