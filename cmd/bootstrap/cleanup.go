@@ -36,9 +36,12 @@ environment's clusters, as they define them or as recorded at the bootstrap: ano
 cluster with the same name is left alone, and named. It reads only the names it needs from the
 values, and works whatever they are.
 With --lost, after a restore (bootstrap restore), only what the lost management cluster left
-behind goes: the containers of its own machines that still run on this host, as the restore
-recorded them from the backup. Nothing of the new management cluster or of any cluster it defines
-is removed, and a machine of the lost cluster at a cloud is named with its provider ID.`,
+behind goes, its own machines as the restore recorded them from the backup: their containers that
+still run on this host, and their servers at an OpenStack cloud, deleted there with the new
+cluster's credentials together with the ports, floating IPs and load-balancer members made for
+them (the network, router, security groups and load balancer, which the new cluster of the same
+name took over, stay). Nothing of the new management cluster or of any cluster it defines is
+removed; a machine at another provider is named with its provider ID.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w, err := g.openWithValues(args[0], valueFiles)
@@ -56,7 +59,8 @@ is removed, and a machine of the lost cluster at a cloud is named with its provi
 			out := cmd.OutOrStdout()
 			logf := func(format string, a ...any) { fmt.Fprintln(out, termtext.Block(fmt.Sprintf(format, a...), "    ")) }
 			if lost {
-				ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Minute)
+				// A cloud's deletions are waited for, each bounded (lostservers).
+				ctx, cancel := context.WithTimeout(cmd.Context(), 15*time.Minute)
 				defer cancel()
 				_, err := cleanup.RemoveLostOf(ctx, cleanup.DockerCLI{}, dir, w.Env.Name, logf)
 				return err
@@ -81,7 +85,7 @@ is removed, and a machine of the lost cluster at a cloud is named with its provi
 		},
 	}
 	cmd.Flags().StringArrayVar(&valueFiles, "values", nil, "the values files the bootstrap was given (repeatable): the kind cluster a self-managed cluster is taken back into needs them")
-	cmd.Flags().BoolVar(&lost, "lost", false, "after a restore: remove only the containers the lost management cluster left on this host")
+	cmd.Flags().BoolVar(&lost, "lost", false, "after a restore: remove only what the lost management cluster left: its containers on this host, its servers at an OpenStack cloud")
 	cmd.Flags().StringVarP(&output, "output", "o", "plain", "progress of the kind cluster a cluster is taken back into: plain, json or tty")
 	return cmd
 }

@@ -16,7 +16,8 @@ import (
 // After a restore, `cleanup --lost` removes the containers of the lost cluster's own machines that
 // still run, as the restore recorded them, and nothing else: not a container of the new
 // management cluster that has the same name, not a same-named container of another cluster, not
-// the load balancer both clusters name after the cluster. A machine at a cloud is named, and
+// the load balancer both clusters name after the cluster. A machine of another cloud is named
+// (lostservers removes OpenStack servers), and
 // nothing is removed before the restore has completed, or where none ran.
 func TestOnlyTheLostClustersContainersAreRemoved(t *testing.T) {
 	ctx := testContext(t)
@@ -41,7 +42,7 @@ func TestOnlyTheLostClustersContainersAreRemoved(t *testing.T) {
 		{Namespace: names.Namespace, Name: "md-0-old02", Cluster: clusterName}, // never provisioned: its container has CAPD's name
 		{Namespace: names.Namespace, Name: "mgmt-md-0-old03", Cluster: clusterName, ProviderID: "docker:////mgmt-md-0-old03"},
 		{Namespace: names.Namespace, Name: "mgmt-control-plane-new01", Cluster: clusterName, ProviderID: "docker:////mgmt-control-plane-new01"},
-		{Namespace: names.Namespace, Name: "mgmt-md-0-vm", Cluster: clusterName, ProviderID: "openstack:///4b0e6f1c-0000-4000-8000-000000000001"},
+		{Namespace: names.Namespace, Name: "mgmt-md-0-vm", Cluster: clusterName, ProviderID: "aws:///eu-west-1a/i-0b1c2d3e4f5a6b7c8"}, // neither a container nor an OpenStack server
 	}}
 	if err := restore.WriteRecord(ctx, m.Client, rec); err != nil {
 		t.Fatal(err)
