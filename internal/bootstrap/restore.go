@@ -312,7 +312,7 @@ func (r *restoring) restore(ctx context.Context) error {
 		r.s.out.Log("left behind by the lost management cluster (not removed): machine %s, provider ID %s", mach.Name, mach.ProviderID)
 	}
 	if len(rec.Lost) > 0 {
-		r.s.out.Log("bootstrap cleanup %s --lost removes those that are containers of this host", r.s.opts.Env.Name)
+		r.s.out.Log("bootstrap cleanup %s --lost removes them: the containers of this host, the servers at an OpenStack cloud", r.s.opts.Env.Name)
 	}
 	if err := os.Remove(r.s.opts.StateDir.Environment(r.s.opts.Env.Name).RestoreRecord()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
