@@ -35,14 +35,11 @@ const (
 // credentials the cloud refuses give an error that holds none of them.
 func TestTheCloudSaysWhyItFailedAServer(t *testing.T) {
 	ctx := t.Context()
-	url, compute := simulatedCloud(t)
+	running, compute := simulatedCloud(t)
 	k := testenv.Start(t, "test").Client
 
 	secret := func(name, credSecret string) {
-		cloudsYAML := "clouds:\n  testbed:\n    auth:\n      auth_url: " + url + "/identity/v3\n" +
-			"      application_credential_id: " + appCredID + "\n      application_credential_secret: " + credSecret + "\n" +
-			"    region_name: RegionOne\n    interface: public\n    identity_api_version: 3\n    auth_type: v3applicationcredential\n"
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{"clouds.yaml": []byte(cloudsYAML)}}
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string][]byte{"clouds.yaml": running.CloudsYAML("testbed", appCredID, credSecret)}}
 		if err := k.Create(ctx, s); err != nil {
 			t.Fatal(err)
 		}
@@ -111,8 +108,8 @@ func TestTheCloudSaysWhyItFailedAServer(t *testing.T) {
 }
 
 // simulatedCloud runs the test bed's simulated OpenStack (without machines: no server boots) and
-// returns its URL and a compute client of its project.
-func simulatedCloud(t *testing.T) (string, *gophercloud.ServiceClient) {
+// returns it with a compute client of its project.
+func simulatedCloud(t *testing.T) (*cloudtest.Cloud, *gophercloud.ServiceClient) {
 	t.Helper()
 	c := cloudtest.Start(t, appCredID, appCredSecret, nil)
 	if err := c.Inject(cloud.Fault{Kind: "server-error", Name: "^doomed", Count: 1}); err != nil {
@@ -122,7 +119,7 @@ func simulatedCloud(t *testing.T) (string, *gophercloud.ServiceClient) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c.URL, compute
+	return c, compute
 }
 
 // bootInError creates a server that the cloud puts in ERROR and returns its ID once it is.

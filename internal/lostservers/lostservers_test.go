@@ -69,7 +69,7 @@ func TestTheLostClustersServersAreRemovedAtTheirCloud(t *testing.T) {
 		c.member(t, lbID, poolID, s.address)
 	}
 
-	createManagement(t, k, c.URL, lbID, endpoint.FloatingIP)
+	createManagement(t, k, c, lbID, endpoint.FloatingIP)
 	keep := map[string]bool{"openstack:///" + new01.id: true}
 	lost := []restore.Machine{
 		{Namespace: ns, Cluster: clusterName, Name: "mgmt-control-plane-old01", ProviderID: "openstack:///" + old01.id},
@@ -144,7 +144,7 @@ func TestCredentialsTheCloudRefusesRemoveNothing(t *testing.T) {
 	k := testenv.Start(t, "management").Client
 	lbID, _ := c.apiLoadBalancer(t)
 	old := c.server(t, "mgmt-control-plane-old01")
-	createManagementWith(t, k, c.URL, lbID, "172.18.201.9", "a-revoked-secret-3e8d")
+	createManagementWith(t, k, c, lbID, "172.18.201.9", "a-revoked-secret-3e8d")
 
 	_, err := lostservers.Remove(ctx, k, []restore.Machine{{Namespace: ns, Cluster: clusterName, Name: "mgmt-control-plane-old01", ProviderID: "openstack:///" + old.id}}, nil, t.Logf)
 	if err == nil || !strings.Contains(err.Error(), "authenticate") || strings.Contains(err.Error(), "a-revoked-secret-3e8d") {
@@ -171,19 +171,17 @@ func TestProviderIDs(t *testing.T) {
 
 // createManagement makes what the new management cluster has of itself: its Cluster, its
 // OpenStackCluster (with the load balancer CAPO adopted) and the credentials it names.
-func createManagement(t *testing.T, k client.Client, url, lbID, endpoint string) {
+func createManagement(t *testing.T, k client.Client, c *testCloud, lbID, endpoint string) {
 	t.Helper()
-	createManagementWith(t, k, url, lbID, endpoint, appCredSecret)
+	createManagementWith(t, k, c, lbID, endpoint, appCredSecret)
 }
 
-func createManagementWith(t *testing.T, k client.Client, url, lbID, endpoint, credSecret string) {
+func createManagementWith(t *testing.T, k client.Client, c *testCloud, lbID, endpoint, credSecret string) {
 	t.Helper()
 	ctx := t.Context()
 	create(t, k, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-	cloudsYAML := "clouds:\n  testbed:\n    auth:\n      auth_url: " + url + "/identity/v3\n" +
-		"      application_credential_id: " + appCredID + "\n      application_credential_secret: " + credSecret + "\n" +
-		"    region_name: RegionOne\n    interface: public\n    identity_api_version: 3\n    auth_type: v3applicationcredential\n"
-	create(t, k, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mgmt-cloud-config"}, Data: map[string][]byte{"clouds.yaml": []byte(cloudsYAML)}})
+	create(t, k, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mgmt-cloud-config"},
+		Data: map[string][]byte{"clouds.yaml": c.CloudsYAML("testbed", appCredID, credSecret)}})
 
 	osc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "OpenStackCluster",

@@ -56,3 +56,12 @@ func Start(t testing.TB, credentialID, credentialSecret string, machines cloud.M
 	}
 	return &Cloud{Cloud: c, URL: srv.URL, Provider: provider}
 }
+
+// CloudsYAML is a clouds.yaml naming the cloud cloudName, with an application credential (the
+// one the cloud started with, or another the test wants refused), as CAPO's identityRef Secret
+// holds it.
+func (c *Cloud) CloudsYAML(cloudName, credentialID, credentialSecret string) []byte {
+	return []byte("clouds:\n  " + cloudName + ":\n    auth:\n      auth_url: " + c.URL + "/identity/v3\n" +
+		"      application_credential_id: " + credentialID + "\n      application_credential_secret: " + credentialSecret + "\n" +
+		"    region_name: RegionOne\n    interface: public\n    identity_api_version: 3\n    auth_type: v3applicationcredential\n")
+}
