@@ -67,13 +67,19 @@ type Result struct {
 
 // Remove removes the servers of the lost machines (each with an OpenStack provider ID) at the
 // cloud of the new cluster of the same name, with its credentials: the new OpenStackCluster's
-// identityRef. A server that a machine of the new management cluster has (its provider ID is in
-// keep), or whose name is not its lost machine's, is kept and said so.
+// identityRef. A server that a machine of the new management cluster has (keep holds their
+// provider IDs), or whose name is not its lost machine's, is kept and said so.
 func Remove(ctx context.Context, c client.Reader, lost []restore.Machine, keep map[string]bool, log func(string, ...any)) (Result, error) {
 	var out Result
+	kept := map[string]bool{}
+	for providerID := range keep {
+		if id, ok := Of(providerID); ok {
+			kept[id] = true
+		}
+	}
 	byCluster := map[client.ObjectKey][]restore.Machine{}
 	for _, m := range lost {
-		if keep[m.ProviderID] {
+		if id, _ := Of(m.ProviderID); kept[id] {
 			out.Kept = append(out.Kept, fmt.Sprintf("%s (%s): a machine of the new management cluster has it", m.Name, m.ProviderID))
 			continue
 		}
@@ -104,8 +110,10 @@ type cloudOf struct {
 	cluster              client.ObjectKey
 	compute, network, lb *gophercloud.ServiceClient
 	// loadBalancer is the API load balancer's ID ("" in the floating-IP mode); endpoint the API
-	// address of the new cluster, whose floating IP stays whatever port it was on.
-	loadBalancer, endpoint string
+	// address of the new cluster, whose floating IP stays whatever port it was on; network the
+	// cluster's network, the only one a detached port of a lost machine is looked for on ("":
+	// any).
+	loadBalancer, endpoint, networkID string
 }
 
 func newCloudOf(ctx context.Context, c client.Reader, key client.ObjectKey) (*cloudOf, error) {
@@ -138,6 +146,7 @@ func newCloudOf(ctx context.Context, c client.Reader, key client.ObjectKey) (*cl
 		}
 	}
 	out.endpoint = cl.Spec.ControlPlaneEndpoint.Host
+	out.networkID, _, _ = unstructured.NestedString(infra.Object, "status", "network", "id")
 	return out, nil
 }
 
@@ -155,13 +164,14 @@ func (cl *cloudOf) remove(ctx context.Context, lost []restore.Machine, out *Resu
 	if err != nil || len(servers) == 0 {
 		return err
 	}
-	addresses := map[string]bool{}
+	// The lost machines by their ports' addresses: how their members are found.
+	addresses := map[string]string{}
 	var portIDs []string
 	for _, s := range servers {
 		for _, p := range s.ports {
 			portIDs = append(portIDs, p.ID)
 			for _, ip := range p.FixedIPs {
-				addresses[ip.IPAddress] = true
+				addresses[ip.IPAddress] = s.machine.Name
 			}
 		}
 	}
@@ -203,9 +213,9 @@ func (cl *cloudOf) find(ctx context.Context, lost []restore.Machine, out *Result
 		s := lostServer{machine: m, id: id}
 		srv, err := servers.Get(ctx, cl.compute, id).Extract()
 		switch {
-		case isNotFound(err):
+		case isNotFound(err) || err == nil && gone(srv.Status):
 			out.Gone = append(out.Gone, s.String())
-			log("%s: the cloud no longer has it", s)
+			log("%s: the cloud no longer has it (or not in the project these credentials see)", s)
 		case err != nil:
 			return nil, fmt.Errorf("read server %s of lost machine %s: %w", id, m.Name, err)
 		case srv.Name != m.Name:
@@ -214,21 +224,23 @@ func (cl *cloudOf) find(ctx context.Context, lost []restore.Machine, out *Result
 			continue
 		}
 		for _, p := range all {
-			if p.DeviceID == id || (p.DeviceID == "" && strings.HasPrefix(p.Name, m.Name+"-")) {
+			detached := p.DeviceID == "" && strings.HasPrefix(p.Name, m.Name+"-") && (cl.networkID == "" || p.NetworkID == cl.networkID)
+			if p.DeviceID == id || detached {
 				s.ports = append(s.ports, p)
 			}
 		}
-		if err == nil || len(s.ports) > 0 {
+		if err == nil && !gone(srv.Status) || len(s.ports) > 0 {
 			found = append(found, s)
 		}
 	}
 	return found, nil
 }
 
-// removeMembers removes the members of the API load balancer's pools at the lost servers'
-// addresses: the new cluster's CAPO adopted the load balancer and adds its own machines, and
-// only knows the lost ones' members by a name it will not make again.
-func (cl *cloudOf) removeMembers(ctx context.Context, addresses map[string]bool, out *Result, log func(string, ...any)) error {
+// removeMembers removes the members of the API load balancer's pools that CAPO made for the
+// lost machines: at one of a lost server's addresses, and named as CAPO names a machine's member
+// (<pool>-<machine>). The new cluster's CAPO adopted the load balancer and adds its own
+// machines, and only knows the lost ones' members by names it will not make again.
+func (cl *cloudOf) removeMembers(ctx context.Context, addresses map[string]string, out *Result, log func(string, ...any)) error {
 	if cl.loadBalancer == "" || len(addresses) == 0 {
 		return nil
 	}
@@ -255,21 +267,43 @@ func (cl *cloudOf) removeMembers(ctx context.Context, addresses map[string]bool,
 			return fmt.Errorf("read the members of pool %s: %w", pool.ID, err)
 		}
 		for _, m := range members {
-			if !addresses[m.Address] {
+			machine, ok := addresses[m.Address]
+			if !ok || m.Name != pool.Name+"-"+machine {
 				continue
 			}
-			// Octavia refuses a change while the load balancer applies one (409).
-			if err := cl.loadBalancerActive(ctx); err != nil {
+			if err := cl.deleteMember(ctx, pool.ID, m); err != nil {
 				return err
-			}
-			if err := pools.DeleteMember(ctx, cl.lb, pool.ID, m.ID).ExtractErr(); err != nil && !isNotFound(err) {
-				return fmt.Errorf("delete member %s (%s) of pool %s: %w", m.ID, m.Address, pool.ID, err)
 			}
 			out.Members = append(out.Members, fmt.Sprintf("%s:%d", m.Address, m.ProtocolPort))
 			log("removed member %s:%d of pool %s of load balancer %s", m.Address, m.ProtocolPort, pool.Name, cl.loadBalancer)
 		}
 	}
 	return cl.loadBalancerActive(ctx)
+}
+
+// deleteMember deletes a member once the load balancer takes changes. Octavia refuses one (409)
+// while it applies another, which the new cluster's CAPO may be making meanwhile: asked again.
+func (cl *cloudOf) deleteMember(ctx context.Context, poolID string, m pools.Member) error {
+	start := time.Now()
+	for {
+		if err := cl.loadBalancerActive(ctx); err != nil {
+			return err
+		}
+		err := pools.DeleteMember(ctx, cl.lb, poolID, m.ID).ExtractErr()
+		switch {
+		case err == nil || isNotFound(err):
+			return nil
+		case !gophercloud.ResponseCodeIs(err, http.StatusConflict):
+			return fmt.Errorf("delete member %s (%s) of pool %s: %w", m.ID, m.Address, poolID, err)
+		case time.Since(start) > deleteTimeout:
+			return fmt.Errorf("delete member %s (%s) of pool %s: refused as the load balancer changes, for %s: %w", m.ID, m.Address, poolID, time.Since(start).Round(time.Second), err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("delete member %s (%s) of pool %s: %w", m.ID, m.Address, poolID, ctx.Err())
+		case <-time.After(pollEvery):
+		}
+	}
 }
 
 func (cl *cloudOf) loadBalancerActive(ctx context.Context) error {
@@ -311,9 +345,9 @@ func (cl *cloudOf) deleteServers(ctx context.Context, lost []lostServer, out *Re
 	start := time.Now()
 	err := wait.PollUntilContextTimeout(ctx, pollEvery, deleteTimeout, true, func(ctx context.Context) (bool, error) {
 		for id, s := range pending {
-			_, err := servers.Get(ctx, cl.compute, id).Extract()
+			srv, err := servers.Get(ctx, cl.compute, id).Extract()
 			switch {
-			case isNotFound(err):
+			case isNotFound(err) || err == nil && gone(srv.Status):
 				delete(pending, id)
 				out.Removed = append(out.Removed, s.String())
 				log("deleted %s after %s", s, time.Since(start).Round(time.Second))
@@ -329,7 +363,7 @@ func (cl *cloudOf) deleteServers(ctx context.Context, lost []lostServer, out *Re
 			left = append(left, s.String())
 		}
 		sort.Strings(left)
-		return fmt.Errorf("the cloud has not deleted %s after %s", strings.Join(left, ", "), deleteTimeout)
+		return fmt.Errorf("the cloud has not deleted %s after %s", strings.Join(left, ", "), time.Since(start).Round(time.Second))
 	}
 	sort.Strings(out.Removed)
 	return err
@@ -349,7 +383,7 @@ func (cl *cloudOf) removeFloatingIPs(ctx context.Context, portIDs []string, out 
 		}
 		for _, f := range fips {
 			if f.FloatingIP == cl.endpoint {
-				log("keeping floating IP %s: the new cluster's API address", f.FloatingIP)
+				log("keeping floating IP %s: the new cluster's API address (on a lost server's port, so unassociated with it: CAPO associates it again when it reconciles a control-plane machine)", f.FloatingIP)
 				continue
 			}
 			if err := floatingips.Delete(ctx, cl.network, f.ID).ExtractErr(); err != nil && !isNotFound(err) {
@@ -361,6 +395,10 @@ func (cl *cloudOf) removeFloatingIPs(ctx context.Context, portIDs []string, out 
 	}
 	return nil
 }
+
+// gone says whether a server's status is one Nova shows only of a deleted server: soft-deleted
+// (reclaimed later, its ports kept until then) or deleted.
+func gone(status string) bool { return status == "SOFT_DELETED" || status == "DELETED" }
 
 func isNotFound(err error) bool {
 	return err != nil && gophercloud.ResponseCodeIs(err, http.StatusNotFound)

@@ -65,9 +65,14 @@ func TestTheLostClustersServersAreRemovedAtTheirCloud(t *testing.T) {
 	endpoint := c.floatingIP(t, old01.port.ID) // still on the lost server: the new cluster's address all the same
 	lostFIP := c.floatingIP(t, old02.port.ID)
 	newFIP := c.floatingIP(t, new01.port.ID)
-	for _, s := range []server{old01, old02, new01} {
-		c.member(t, lbID, poolID, s.address)
+	for name, s := range map[string]server{"mgmt-control-plane-old01": old01, "mgmt-control-plane-old02": old02, "mgmt-control-plane-new01": new01} {
+		c.member(t, lbID, poolID, name, s.address, 6443)
 	}
+	// A member at a lost server's address that CAPO did not make for it (another machine's name):
+	// not the lost machine's to remove.
+	c.member(t, lbID, poolID, "mgmt-control-plane-other", old02.address, 6444)
+	// A port named as a lost machine's, detached, on another network: not the cluster's.
+	elsewhere := c.portOn(t, c.otherNetwork(t), "mgmt-md-0-old03-1")
 
 	createManagement(t, k, c, lbID, endpoint.FloatingIP)
 	keep := map[string]bool{"openstack:///" + new01.id: true}
@@ -97,6 +102,9 @@ func TestTheLostClustersServersAreRemovedAtTheirCloud(t *testing.T) {
 	if _, err := ports.Get(ctx, c.network, leftPort).Extract(); !gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
 		t.Errorf("the port a run before left of lost machine mgmt-md-0-old03 is still there: %v", err)
 	}
+	if _, err := ports.Get(ctx, c.network, elsewhere).Extract(); err != nil {
+		t.Errorf("a port of a lost machine's name on another network is gone: %v", err)
+	}
 	for _, s := range []server{new01, renamed} {
 		if _, err := servers.Get(ctx, c.compute, s.id).Extract(); err != nil {
 			t.Errorf("server %s, which is not the lost cluster's, is gone: %v", s.id, err)
@@ -122,8 +130,8 @@ func TestTheLostClustersServersAreRemovedAtTheirCloud(t *testing.T) {
 	if _, err := floatingips.Get(ctx, c.network, lostFIP.ID).Extract(); !gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
 		t.Errorf("the lost server's floating IP %s is still there: %v", lostFIP.FloatingIP, err)
 	}
-	if members := c.members(t, poolID); !slices.Equal(members, []string{new01.address}) {
-		t.Errorf("the pool's members are %v, want only the new server's %s", members, new01.address)
+	if members, want := c.members(t, poolID), []string{old02.address, new01.address}; !slices.Equal(members, want) {
+		t.Errorf("the pool's members are %v, want %v: the new server's, and the one CAPO did not name after a lost machine", members, want)
 	}
 	if lb, err := loadbalancers.Get(ctx, c.lb, lbID).Extract(); err != nil || lb.ProvisioningStatus != "ACTIVE" {
 		t.Errorf("the load balancer, which stays: %v %v", lb, err)
@@ -189,7 +197,7 @@ func createManagementWith(t *testing.T, k client.Client, c *testCloud, lbID, end
 		"spec":     map[string]any{"identityRef": map[string]any{"name": "mgmt-cloud-config", "cloudName": "testbed"}},
 	}}
 	create(t, k, osc)
-	osc.Object["status"] = map[string]any{"ready": true, "apiServerLoadBalancer": map[string]any{
+	osc.Object["status"] = map[string]any{"ready": true, "network": map[string]any{"id": c.networkID, "name": "k8s-clusterapi-cluster-cluster-init-mgmt"}, "apiServerLoadBalancer": map[string]any{
 		"name": "k8s-clusterapi-cluster-cluster-init-mgmt-kubeapi", "id": lbID, "ip": endpoint, "internalIP": "10.6.0.250"}}
 	if err := k.Status().Update(ctx, osc); err != nil {
 		t.Fatalf("the OpenStackCluster's status: %v", err)
@@ -273,11 +281,31 @@ func startCloud(t *testing.T) *testCloud {
 // <machine>-<index>.
 func (c *testCloud) port(t *testing.T, name string) string {
 	t.Helper()
-	p, err := ports.Create(t.Context(), c.network, ports.CreateOpts{Name: name, NetworkID: c.networkID, FixedIPs: []ports.IP{{SubnetID: c.subnetID}}}).Extract()
+	return c.portOn(t, [2]string{c.networkID, c.subnetID}, name)
+}
+
+// portOn makes a port on a network and its subnet.
+func (c *testCloud) portOn(t *testing.T, network [2]string, name string) string {
+	t.Helper()
+	p, err := ports.Create(t.Context(), c.network, ports.CreateOpts{Name: name, NetworkID: network[0], FixedIPs: []ports.IP{{SubnetID: network[1]}}}).Extract()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p.ID
+}
+
+// otherNetwork makes a network, and its subnet, that is not the cluster's.
+func (c *testCloud) otherNetwork(t *testing.T) [2]string {
+	t.Helper()
+	n, err := networks.Create(t.Context(), c.network, networks.CreateOpts{Name: "another-teams-network"}).Extract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := subnets.Create(t.Context(), c.network, subnets.CreateOpts{NetworkID: n.ID, CIDR: "10.7.0.0/24", IPVersion: gophercloud.IPv4}).Extract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return [2]string{n.ID, s.ID}
 }
 
 // server makes a machine's server as CAPO does: its port first, then the server on it.
@@ -333,9 +361,14 @@ func (c *testCloud) apiLoadBalancer(t *testing.T) (lbID, poolID string) {
 	return lb.ID, p.ID
 }
 
-func (c *testCloud) member(t *testing.T, lbID, poolID, address string) {
+// member adds a machine's member to the pool as CAPO does: named <pool>-<machine>.
+func (c *testCloud) member(t *testing.T, lbID, poolID, machine, address string, port int) {
 	t.Helper()
-	if _, err := pools.CreateMember(t.Context(), c.lb, poolID, pools.CreateMemberOpts{Address: address, ProtocolPort: 6443, SubnetID: c.subnetID}).Extract(); err != nil {
+	pool, err := pools.Get(t.Context(), c.lb, poolID).Extract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pools.CreateMember(t.Context(), c.lb, poolID, pools.CreateMemberOpts{Name: pool.Name + "-" + machine, Address: address, ProtocolPort: port}).Extract(); err != nil {
 		t.Fatal(err)
 	}
 	c.waitActive(t, lbID)
